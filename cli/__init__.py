@@ -1,0 +1,1 @@
+# harness.cli: the Typer command line, the only layer a person or an agent types into.

@@ -1,0 +1,170 @@
+# The one translation between core values and the contract's camelCase JSON: commands for the journal and
+# the wire, records for checkpoints, and the public snapshots that leave the owner. Structuring is strict:
+# unknown keys, wrong types (a string for a number, a number for a bool) and missing fields are refused, so
+# bad input becomes a `bad_request` at the edge instead of a surprise deep inside a reducer.
+from __future__ import annotations
+
+import enum
+import typing
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import attrs
+import cattrs
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+from cattrs.strategies import configure_tagged_union
+from immutables import Map
+
+from .commands import COMMAND_NAMES, TeamCommand
+from .errors import ErrorCode, Rejected
+from .outcome import reject
+from .records import Exchange, Membership, Team
+
+T = TypeVar("T")
+
+
+def camel(name: str) -> str:
+    head, *rest = name.rstrip("_").split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+def _structure_scalar(value: object, tp: type[Any]) -> object:
+    """Strict scalars: no "5" for 5, no True for 1, no 1 for True. Enums come by their value."""
+    if issubclass(tp, enum.Enum):
+        if not isinstance(value, str | int) or isinstance(value, bool):
+            raise TypeError(f"expected one of {[member.value for member in tp]}")
+        return tp(value)
+    if type(value) is tp or (tp is float and type(value) is int):
+        return value
+    raise TypeError(f"expected {tp.__name__}, got {type(value).__name__}")
+
+
+def _is_map(tp: Any) -> bool:
+    return typing.get_origin(tp) is Map or tp is Map
+
+
+def _make_converter() -> cattrs.Converter:
+    converter = cattrs.Converter(forbid_extra_keys=True)
+    for kind in (str, int, bool, float):
+        # singledispatch: these also catch StrEnum and IntEnum subclasses, which _structure_scalar handles
+        converter.register_structure_hook(kind, _structure_scalar)
+    converter.register_structure_hook(enum.Enum, _structure_scalar)
+    converter.register_unstructure_hook(enum.Enum, lambda value: value.value)
+
+    def structure_tuple(value: object, tp: Any) -> tuple[Any, ...]:
+        if not isinstance(value, list | tuple):
+            raise TypeError("expected a list")
+        (item,) = (arg for arg in typing.get_args(tp) if arg is not Ellipsis)
+        return tuple(converter.structure(element, item) for element in value)
+
+    converter.register_structure_hook_func(
+        lambda tp: typing.get_origin(tp) is tuple and Ellipsis in typing.get_args(tp), structure_tuple
+    )
+
+    def structure_map(value: object, tp: Any) -> Map[Any, Any]:
+        if not isinstance(value, dict):
+            raise TypeError("expected an object")
+        key_type, value_type = typing.get_args(tp)
+        return Map(
+            {converter.structure(k, key_type): converter.structure(v, value_type) for k, v in value.items()}
+        )
+
+    converter.register_structure_hook_func(_is_map, structure_map)
+    converter.register_unstructure_hook_func(
+        _is_map, lambda value: {k: converter.unstructure(v) for k, v in value.items()}
+    )
+
+    def structure_factory(cls: type[Any]) -> Callable[[Any, type[Any]], Any]:
+        renames = {field.name: override(rename=camel(field.name)) for field in attrs.fields(cls)}
+        return make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True, **renames)  # type: ignore[no-any-return]
+
+    def unstructure_factory(cls: type[Any]) -> Callable[[Any], Any]:
+        renames = {field.name: override(rename=camel(field.name)) for field in attrs.fields(cls)}
+        return make_dict_unstructure_fn(cls, converter, **renames)  # type: ignore[no-any-return]
+
+    converter.register_structure_hook_factory(attrs.has, structure_factory)
+    converter.register_unstructure_hook_factory(attrs.has, unstructure_factory)
+    configure_tagged_union(
+        TeamCommand,  # type: ignore[arg-type]
+        converter,
+        tag_generator=lambda cls: COMMAND_NAMES[cls],
+        tag_name="type",
+    )
+    return converter
+
+
+CONVERTER = _make_converter()
+
+
+def to_json(value: object) -> Any:
+    """A core value as JSON-ready data (camelCase keys, lists for tuples, enum values)."""
+    return CONVERTER.unstructure(value)
+
+
+def from_json(data: object, cls: type[T]) -> T | Rejected:
+    """Structure JSON data as `cls`, or a `bad_request` naming what is wrong. Never raises."""
+    try:
+        return CONVERTER.structure(data, cls)
+    except Exception as error:  # cattrs raises many shapes; every one of them is the caller's bad input
+        return reject(ErrorCode.BAD_REQUEST, _describe(error))
+
+
+def command_to_json(command: TeamCommand) -> dict[str, Any]:
+    data: dict[str, Any] = CONVERTER.unstructure(command, TeamCommand)  # type: ignore[arg-type]
+    return data
+
+
+def command_from_json(data: object) -> TeamCommand | Rejected:
+    return from_json(data, TeamCommand)  # type: ignore[arg-type]
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, cattrs.ClassValidationError | cattrs.IterableValidationError):
+        messages = cattrs.transform_error(error)
+        return "; ".join(messages) if messages else str(error)
+    return str(error) or type(error).__name__
+
+
+# --- public views: what leaves the owner. Never a member key (Team.keys is not part of any view). ---------
+
+
+def member_view(member: Membership) -> dict[str, Any]:
+    return {
+        "id": member.id,
+        "machineId": member.machine_id,
+        "agentId": member.agent_id,
+        "name": member.name,
+        "role": member.role,
+        "state": member.state.value,
+        "joinedAt": member.joined_at,
+        "removedAt": member.removed_at,
+        "introduction": to_json(member.introduction),
+    }
+
+
+def exchange_view(exchange: Exchange) -> dict[str, Any]:
+    data: dict[str, Any] = to_json(exchange)
+    return data
+
+
+def team_view(team: Team) -> dict[str, Any]:
+    return {
+        "id": team.id,
+        "name": team.name,
+        "state": team.state.value,
+        "revision": team.revision,
+        "createdAt": team.created_at,
+        "members": [member_view(team.members[member_id]) for member_id in team.member_order],
+        "exchanges": [exchange_view(team.exchanges[exchange_id]) for exchange_id in team.exchange_order],
+    }
+
+
+def team_summary(team: Team) -> dict[str, Any]:
+    return {
+        "id": team.id,
+        "name": team.name,
+        "state": team.state.value,
+        "revision": team.revision,
+        "members": sum(1 for member in team.members.values() if member.state.value == "active"),
+        "exchanges": len(team.exchange_order),
+    }

@@ -1,0 +1,115 @@
+# Reads of the team ledger: what a member or the owner may see, and the pure decision behind `wait`. Reads
+# never change the ledger; the delivery side effects of reading (suppressing an unsent notice) are the
+# delivery desk's commands, sent by the shell after a read.
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from .errors import ErrorCode, Rejected
+from .limits import DEFAULT_LIMITS, Limits
+from .outcome import reject
+from .records import Exchange, Membership, MembershipState, QuestionState, Team
+from .team import actor_of
+
+
+@attrs.frozen
+class Inbox:
+    questions: tuple[Exchange, ...]  # open questions addressed to the member, oldest first
+    answers: tuple[Exchange, ...]  # the most recent answers to the member's questions, newest first
+
+
+class WaitReason(enum.StrEnum):
+    ANSWERED = "answered"
+    INCOMING = "incoming"
+    TIMEOUT = "timeout"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+
+
+@attrs.frozen
+class WaitDecision:
+    reason: WaitReason
+    exchange: Exchange
+    incoming: tuple[Exchange, ...]
+
+
+def reader(team: Team, member_key: str | None) -> Membership | None | Rejected:
+    """Who is reading: a member (by its key) or the owner (None)."""
+    return actor_of(team, member_key)
+
+
+def inbox(team: Team, member: Membership, limits: Limits = DEFAULT_LIMITS) -> Inbox:
+    questions = tuple(
+        exchange
+        for exchange_id in team.exchange_order
+        if (exchange := team.exchanges[exchange_id]).to == member.id and exchange.state is QuestionState.OPEN
+    )
+    answered = [
+        exchange
+        for exchange_id in reversed(team.exchange_order)
+        if (exchange := team.exchanges[exchange_id]).from_ == member.id and exchange.answer is not None
+    ]
+    answered.sort(key=lambda exchange: -exchange.answer.at if exchange.answer else 0)
+    return Inbox(questions, tuple(answered[: limits.recent_answers]))
+
+
+def visible_exchange(team: Team, viewer: Membership | None, question_id: str) -> Exchange | Rejected:
+    """An exchange the viewer may read: any for the owner, its own (asked or addressed) for a member."""
+    exchange = team.exchanges.get(question_id)
+    if exchange is None or (viewer is not None and viewer.id not in (exchange.from_, exchange.to)):
+        return reject(ErrorCode.NOT_FOUND, f"no question {question_id!r} of yours in team {team.id!r}")
+    return exchange
+
+
+def status(team: Team, viewer: Membership | None) -> tuple[Exchange, ...]:
+    """Every exchange the viewer may read, oldest first."""
+    return tuple(
+        exchange
+        for exchange_id in team.exchange_order
+        if viewer is None or viewer.id in ((exchange := team.exchanges[exchange_id]).from_, exchange.to)
+    )
+
+
+def incoming_for(team: Team, member_id: str) -> tuple[Exchange, ...]:
+    return tuple(
+        exchange
+        for _deadline, exchange_id in team.open_deadlines
+        if (exchange := team.exchanges[exchange_id]).to == member_id
+    )
+
+
+def decide_wait(team: Team, waiter_id: str, exchange: Exchange, now: int, until: int) -> WaitDecision | None:
+    """What a `wait` on `exchange` by `waiter_id` returns now, or None to keep waiting.
+
+    An answer wins; then an open question addressed to the waiter breaks the wait so it can answer (two
+    members waiting on each other therefore both wake); then the question's own end; then the wait's own
+    timeout, which never cancels anything.
+    """
+    current = team.exchanges[exchange.id]
+    incoming = incoming_for(team, waiter_id)
+    if current.state is QuestionState.ANSWERED:
+        return WaitDecision(WaitReason.ANSWERED, current, incoming)
+    if incoming:
+        return WaitDecision(WaitReason.INCOMING, current, incoming)
+    if current.state is QuestionState.CANCELLED:
+        return WaitDecision(WaitReason.CANCELLED, current, incoming)
+    if current.state is QuestionState.EXPIRED:
+        return WaitDecision(WaitReason.EXPIRED, current, incoming)
+    if now >= until:
+        return WaitDecision(WaitReason.TIMEOUT, current, incoming)
+    return None
+
+
+def waiter_for(team: Team, viewer: Membership | None, exchange: Exchange) -> str:
+    """Whose incoming questions break a wait: the waiting member's, or for the owner the asker's."""
+    return viewer.id if viewer is not None else exchange.from_
+
+
+def active_members(team: Team) -> tuple[Membership, ...]:
+    return tuple(
+        member
+        for member_id in team.member_order
+        if (member := team.members[member_id]).state is MembershipState.ACTIVE
+    )

@@ -1,0 +1,1 @@
+# harness.models: the explicit-state model checker over the real core reducers, and its scenarios.
