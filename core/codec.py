@@ -57,9 +57,10 @@ def _make_converter() -> cattrs.Converter:
         (item,) = (arg for arg in typing.get_args(tp) if arg is not Ellipsis)
         return tuple(converter.structure(element, item) for element in value)
 
-    converter.register_structure_hook_func(
-        lambda tp: typing.get_origin(tp) is tuple and Ellipsis in typing.get_args(tp), structure_tuple
-    )
+    def is_homogeneous_tuple(tp: Any) -> bool:
+        return typing.get_origin(tp) is tuple and Ellipsis in typing.get_args(tp)
+
+    converter.register_structure_hook_func(is_homogeneous_tuple, structure_tuple)
 
     def structure_map(value: object, tp: Any) -> Map[Any, Any]:
         if not isinstance(value, dict):
@@ -74,18 +75,19 @@ def _make_converter() -> cattrs.Converter:
         _is_map, lambda value: {k: converter.unstructure(v) for k, v in value.items()}
     )
 
+    def renames(cls: type[Any]) -> dict[str, Any]:
+        return {field.name: override(rename=camel(field.name)) for field in attrs.fields(cls)}
+
     def structure_factory(cls: type[Any]) -> Callable[[Any, type[Any]], Any]:
-        renames = {field.name: override(rename=camel(field.name)) for field in attrs.fields(cls)}
-        return make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True, **renames)  # type: ignore[no-any-return]
+        return make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True, **renames(cls))
 
     def unstructure_factory(cls: type[Any]) -> Callable[[Any], Any]:
-        renames = {field.name: override(rename=camel(field.name)) for field in attrs.fields(cls)}
-        return make_dict_unstructure_fn(cls, converter, **renames)  # type: ignore[no-any-return]
+        return make_dict_unstructure_fn(cls, converter, **renames(cls))
 
     converter.register_structure_hook_factory(attrs.has, structure_factory)
     converter.register_unstructure_hook_factory(attrs.has, unstructure_factory)
     configure_tagged_union(
-        TeamCommand,  # type: ignore[arg-type]
+        TeamCommand,
         converter,
         tag_generator=lambda cls: COMMAND_NAMES[cls],
         tag_name="type",
@@ -110,12 +112,12 @@ def from_json(data: object, cls: type[T]) -> T | Rejected:
 
 
 def command_to_json(command: TeamCommand) -> dict[str, Any]:
-    data: dict[str, Any] = CONVERTER.unstructure(command, TeamCommand)  # type: ignore[arg-type]
+    data: dict[str, Any] = CONVERTER.unstructure(command, TeamCommand)
     return data
 
 
 def command_from_json(data: object) -> TeamCommand | Rejected:
-    return from_json(data, TeamCommand)  # type: ignore[arg-type]
+    return from_json(data, TeamCommand)  # type: ignore[arg-type]  # a union is a valid structuring target
 
 
 def _describe(error: BaseException) -> str:

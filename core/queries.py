@@ -35,7 +35,7 @@ class WaitDecision:
     incoming: tuple[Exchange, ...]
 
 
-def reader(team: Team, member_key: str | None) -> Membership | None | Rejected:
+def reader(team: Team, member_key: str | None) -> Membership | Rejected | None:
     """Who is reading: a member (by its key) or the owner (None)."""
     return actor_of(team, member_key)
 
@@ -65,10 +65,9 @@ def visible_exchange(team: Team, viewer: Membership | None, question_id: str) ->
 
 def status(team: Team, viewer: Membership | None) -> tuple[Exchange, ...]:
     """Every exchange the viewer may read, oldest first."""
+    exchanges = (team.exchanges[exchange_id] for exchange_id in team.exchange_order)
     return tuple(
-        exchange
-        for exchange_id in team.exchange_order
-        if viewer is None or viewer.id in ((exchange := team.exchanges[exchange_id]).from_, exchange.to)
+        exchange for exchange in exchanges if viewer is None or viewer.id in (exchange.from_, exchange.to)
     )
 
 

@@ -140,7 +140,9 @@ _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*")
 TeamOutcome = Accepted[Team] | Rejected
 
 
-def step(ledger: Ledger, command: TeamCommand, limits: Limits = DEFAULT_LIMITS) -> Accepted[Ledger] | Rejected:
+def step(
+    ledger: Ledger, command: TeamCommand, limits: Limits = DEFAULT_LIMITS
+) -> Accepted[Ledger] | Rejected:
     """Apply one command to the owner's ledger. Never raises for any command value."""
     name = COMMAND_NAMES[type(command)]
     if name in OWNER_ONLY and command.member_key is not None:
@@ -182,17 +184,19 @@ def resolve_member(team: Team, ref: str) -> Membership | None:
     return None
 
 
-def actor_of(team: Team, member_key: str | None) -> Membership | None | Rejected:
+def actor_of(team: Team, member_key: str | None) -> Membership | Rejected | None:
     """The membership a key speaks for; None is the owner."""
     return _actor(team, member_key)
 
 
-def _actor(team: Team, member_key: str | None) -> Membership | None | Rejected:
+def _actor(team: Team, member_key: str | None) -> Membership | Rejected | None:
     if member_key is None:
         return None
     member_id = team.keys.get(member_key)
     if member_id is None:
-        return reject(E.UNAUTHORIZED, f"the member key is not valid for team {team.id!r} (removed, or another team's)")
+        return reject(
+            E.UNAUTHORIZED, f"the member key is not valid for team {team.id!r} (removed, or another team's)"
+        )
     return team.members[member_id]
 
 
@@ -224,15 +228,21 @@ def _repeat(team: Team, command: TeamCommand, actor: Membership | None) -> objec
         existing = team.exchanges.get(command.id)
         if existing is None:
             return None
-        return existing if _same_ask(team, existing, command, actor) else reject(
-            E.CONFLICT, f"operation id {command.id!r} was already used for a different question"
+        return (
+            existing
+            if _same_ask(team, existing, command, actor)
+            else reject(E.CONFLICT, f"operation id {command.id!r} was already used for a different question")
         )
     if isinstance(command, AddMember):
         member = team.members.get(command.member.id)
         if member is None:
             return None
-        return member if _same_member(member, command.member) else reject(
-            E.CONFLICT, f"operation id {command.member.id!r} was already used for a different member"
+        return (
+            member
+            if _same_member(member, command.member)
+            else reject(
+                E.CONFLICT, f"operation id {command.member.id!r} was already used for a different member"
+            )
         )
     if isinstance(command, Reply):
         exchange = team.exchanges.get(command.question_id)
@@ -303,8 +313,13 @@ def _first(*checks: Rejected | None) -> Rejected | None:
 def _create_team(ledger: Ledger, command: CreateTeam, limits: Limits) -> Accepted[Ledger] | Rejected:
     existing = ledger.teams.get(command.team_id)
     if existing is not None:
-        same = existing.name == command.name and len(existing.member_order) >= len(command.members) and all(
-            new.id in existing.members and _same_member(existing.members[new.id], new) for new in command.members
+        same = (
+            existing.name == command.name
+            and len(existing.member_order) >= len(command.members)
+            and all(
+                new.id in existing.members and _same_member(existing.members[new.id], new)
+                for new in command.members
+            )
         )
         if same:
             return unchanged(ledger, existing)
@@ -346,7 +361,9 @@ def _create_team(ledger: Ledger, command: CreateTeam, limits: Limits) -> Accepte
     return _commit(ledger, team, Accepted(team, team, effects=tuple(effects)))
 
 
-def _admit_member(team: Team, new: NewMember, at: int, limits: Limits) -> tuple[Team, SubmitNotice] | Rejected:
+def _admit_member(
+    team: Team, new: NewMember, at: int, limits: Limits
+) -> tuple[Team, SubmitNotice] | Rejected:
     problem = _first(
         _check_id(new.id, "membership id", limits),
         _check_text(new.machine_id, "machineId", limits.id_chars, "id_chars"),
@@ -372,7 +389,7 @@ def _admit_member(team: Team, new: NewMember, at: int, limits: Limits) -> tuple[
         other = team.members[member_id]
         if other.state is not MembershipState.ACTIVE:
             continue
-        if other.name == new.name or new.name == member_id:
+        if new.name in (other.name, member_id):
             return reject(E.BAD_REQUEST, f"name {new.name!r} is already used by active member {other.id!r}")
         if (other.machine_id, other.agent_id) == (new.machine_id, new.agent_id):
             return reject(
@@ -406,7 +423,9 @@ def _add_member(team: Team, command: AddMember, actor: Membership | None, limits
     return Accepted(team, team.members[command.member.id], effects=(intro,))
 
 
-def _remove_member(team: Team, command: RemoveMember, actor: Membership | None, limits: Limits) -> TeamOutcome:
+def _remove_member(
+    team: Team, command: RemoveMember, actor: Membership | None, limits: Limits
+) -> TeamOutcome:
     member = team.members.get(command.membership_id)
     if member is None:
         return reject(E.NOT_FOUND, f"no membership {command.membership_id!r} in team {team.id!r}")
@@ -469,11 +488,15 @@ def _ask(team: Team, command: Ask, actor: Membership | None, limits: Limits) -> 
         _check_text(command.text, "question text", limits.question_chars, "question_chars"),
         None
         if command.context is None or len(command.context) <= limits.context_chars
-        else reject(E.BOUND_EXCEEDED, f"context is longer than {limits.context_chars} characters", "context_chars"),
+        else reject(
+            E.BOUND_EXCEEDED, f"context is longer than {limits.context_chars} characters", "context_chars"
+        ),
         None
         if limits.ttl_min_ms <= ttl <= limits.ttl_max_ms
         else reject(
-            E.BOUND_EXCEEDED, f"ttl must be {limits.ttl_min_ms} ms to {limits.ttl_max_ms} ms, not {ttl}", "ttl"
+            E.BOUND_EXCEEDED,
+            f"ttl must be {limits.ttl_min_ms} ms to {limits.ttl_max_ms} ms, not {ttl}",
+            "ttl",
         ),
     )
     if problem:
@@ -493,7 +516,9 @@ def _ask(team: Team, command: Ask, actor: Membership | None, limits: Limits) -> 
         depth = parent.depth + 1
         if depth > limits.parent_chain:
             return reject(
-                E.BOUND_EXCEEDED, f"a parent chain holds at most {limits.parent_chain} questions", "parent_chain"
+                E.BOUND_EXCEEDED,
+                f"a parent chain holds at most {limits.parent_chain} questions",
+                "parent_chain",
             )
     if len(team.exchange_order) >= limits.exchanges:
         return reject(
@@ -594,9 +619,7 @@ def _reply(team: Team, command: Reply, actor: Membership | None, limits: Limits)
         _check_text(command.text, "answer text", limits.answer_chars, "answer_chars"),
         None
         if len(command.evidence) <= limits.evidence_refs
-        else reject(
-            E.BOUND_EXCEEDED, f"at most {limits.evidence_refs} evidence references", "evidence_refs"
-        ),
+        else reject(E.BOUND_EXCEEDED, f"at most {limits.evidence_refs} evidence references", "evidence_refs"),
         next(
             (
                 reject(
@@ -649,7 +672,9 @@ def _cancel(team: Team, command: Cancel, actor: Membership | None, limits: Limit
     if exchange is None:
         return reject(E.NOT_FOUND, f"no question {command.question_id!r} in team {team.id!r}")
     if actor is not None and actor.id != exchange.from_:
-        return reject(E.WRONG_MEMBER, f"only the asker {exchange.from_!r} or the owner can cancel {exchange.id!r}")
+        return reject(
+            E.WRONG_MEMBER, f"only the asker {exchange.from_!r} or the owner can cancel {exchange.id!r}"
+        )
     target = QUESTION_TRANSITIONS[(exchange.state, QuestionEvent.CANCEL)]
     if isinstance(target, ErrorCode):
         return reject(target, f"question {exchange.id!r} is already {exchange.state}; nothing to cancel")
@@ -677,7 +702,9 @@ def _tick(team: Team, command: Tick, actor: Membership | None, limits: Limits) -
     return Accepted(team, None, tuple(events), tuple(effects))
 
 
-def _record_delivery(team: Team, command: RecordDelivery, actor: Membership | None, limits: Limits) -> TeamOutcome:
+def _record_delivery(
+    team: Team, command: RecordDelivery, actor: Membership | None, limits: Limits
+) -> TeamOutcome:
     parsed = parse_notice_id(command.notice_id)
     if parsed is None or parsed[0] != team.id:
         return reject(E.NOT_FOUND, f"no notice {command.notice_id!r} in team {team.id!r}")
