@@ -1,0 +1,203 @@
+# A Hypothesis rule machine over the real team reducer: members and the owner interleave asks, replies,
+# cancels, pauses, membership changes, delivery reports and clock jumps, with small bounds so every bound
+# is hit. After every step it checks the core invariants (the same functions the model checker and the
+# daemon call), that a repeat of any accepted operation returns the same record (T14), that rejections
+# leave the ledger untouched (T10), and that no accepted ask ever vanishes.
+from __future__ import annotations
+
+import json
+
+from hypothesis import HealthCheck, event, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from harness.core import commands as c
+from harness.core.codec import command_from_json, command_to_json, from_json, to_json
+from harness.core.errors import Rejected
+from harness.core.invariants import check_step, ledger_violations, repeat_violations
+from harness.core.limits import Limits
+from harness.core.outcome import Accepted
+from harness.core.records import EMPTY_LEDGER, Ledger, QuestionState
+from harness.core.team import step
+
+LIMITS = Limits(memberships=6, exchanges=14, pending_per_sender=3, asks_per_minute=6, parent_chain=3)
+TEAM = "t"
+TEXTS = st.sampled_from(["which endpoint?", "GET /state", "see src/api.ts", "x" * 20])
+TARGETS = st.sampled_from(["m0", "m1", "n2", "m4", "nobody"])
+QIDS = st.sampled_from([f"q{n}" for n in range(18)])
+TTLS = st.sampled_from([None, 10_000, 30_000, 5_000])
+MEMBER_KEYS = st.sampled_from([None, "k0", "k1", "k2", "k3", "k4", "k5", "stale"])
+
+
+class TeamLedgerMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ledger: Ledger = EMPTY_LEDGER
+        self.now = 1_000
+        self.accepted_asks: dict[str, c.Ask] = {}
+        self.next_member = 4
+
+    def apply(self, command: c.TeamCommand) -> Accepted[Ledger] | Rejected:
+        before = self.ledger
+        outcome = step(before, command, LIMITS)
+        check_step(before, command, outcome, LIMITS)
+        # The journal stores commands as JSON; a command must survive that trip unchanged.
+        assert command_from_json(json.loads(json.dumps(command_to_json(command)))) == command
+        name = type(command).__name__
+        event(f"{name}: {outcome.code}" if isinstance(outcome, Rejected) else f"{name}: accepted")
+        if isinstance(outcome, Rejected):
+            return outcome
+        assert not repeat_violations(outcome.state, command, outcome, LIMITS)
+        self.ledger = outcome.state
+        if isinstance(command, c.Ask) and outcome.changed:
+            self.accepted_asks[command.id] = command
+        return outcome
+
+    def at(self, advance: int = 1) -> int:
+        self.now += advance
+        return self.now
+
+    @initialize()
+    def create(self) -> None:
+        members = tuple(c.NewMember(f"m{n}", "mach", f"a{n}", f"n{n}", "", f"k{n}") for n in range(4))
+        assert isinstance(self.apply(c.CreateTeam(self.at(), TEAM, "team", members)), Accepted)
+
+    def known_qid(self, data: st.DataObject) -> str:
+        known = sorted(self.ledger.teams[TEAM].exchanges.keys())
+        return data.draw(st.sampled_from(known) if known and data.draw(st.integers(0, 9)) else QIDS)
+
+    def addressee_key(self, data: st.DataObject, qid: str) -> str | None:
+        """Mostly the key of the member the question is addressed to; sometimes anyone's."""
+        team = self.ledger.teams[TEAM]
+        exchange = team.exchanges.get(qid)
+        if exchange is not None and data.draw(st.integers(0, 3)):
+            keys = [key for key, member_id in team.keys.items() if member_id == exchange.to]
+            if keys:
+                return keys[0]
+        return data.draw(MEMBER_KEYS)
+
+    def active_key(self, data: st.DataObject) -> str | None:
+        """Mostly a live member's key; sometimes the owner, a revoked or an unknown key."""
+        keys = sorted(self.ledger.teams[TEAM].keys)
+        return data.draw(st.sampled_from(keys) if keys and data.draw(st.integers(0, 4)) else MEMBER_KEYS)
+
+    @rule(data=st.data(), qid=QIDS, text=TEXTS, ttl=TTLS, notify=st.booleans())
+    def ask(self, data: st.DataObject, qid: str, text: str, ttl: int | None, notify: bool) -> None:
+        team = self.ledger.teams[TEAM]
+        sender = self.active_key(data)
+        active = sorted(m.id for m in team.members.values() if m.state == "active")
+        to = data.draw(st.sampled_from(active) if active and data.draw(st.integers(0, 4)) else TARGETS)
+        from_ = data.draw(st.sampled_from([None, *active, "n1", "m9"])) if sender is None else None
+        parent = self.known_qid(data) if data.draw(st.booleans()) else None
+        self.apply(c.Ask(self.at(), TEAM, qid, to, text, None, ttl, parent, notify, from_, sender))
+
+    @rule(data=st.data())
+    @precondition(lambda self: bool(self.accepted_asks))
+    def repeat_an_accepted_ask(self, data: st.DataObject) -> None:
+        original = data.draw(st.sampled_from(sorted(self.accepted_asks)))
+        again = self.accepted_asks[original]
+        outcome = self.apply(
+            c.Ask(
+                self.at(),
+                again.team_id,
+                again.id,
+                again.to,
+                again.text,
+                again.context,
+                again.ttl_ms,
+                again.parent_id,
+                again.notify,
+                again.from_,
+                again.member_key,
+            )
+        )
+        team = self.ledger.teams[TEAM]
+        if again.member_key is None or again.member_key in team.keys:
+            assert isinstance(outcome, Accepted) and not outcome.changed, outcome
+        else:  # the asker was removed since: its key is revoked, even for a repeat
+            assert isinstance(outcome, Rejected) and outcome.code == "unauthorized", outcome
+
+    @rule(
+        data=st.data(),
+        text=TEXTS,
+        member_id=st.sampled_from([None, "m0", "m1", "m2", "m3"]),
+        evidence=st.sampled_from([(), ("a.py:1",), ("a.py:1", "b.py:2")]),
+    )
+    def reply(self, data: st.DataObject, text: str, member_id: str | None, evidence: tuple[str, ...]) -> None:
+        qid = self.known_qid(data)
+        by = self.addressee_key(data, qid)
+        self.apply(c.Reply(self.at(), TEAM, qid, text, evidence, member_id if by is None else None, by))
+
+    @rule(data=st.data())
+    def cancel(self, data: st.DataObject) -> None:
+        qid = self.known_qid(data)
+        by = self.active_key(data)
+        self.apply(c.Cancel(self.at(), TEAM, qid, by))
+
+    @rule(ms=st.sampled_from([1, 1_000, 9_000, 20_000, 61_000]))
+    def tick(self, ms: int) -> None:
+        self.apply(c.Tick(self.at(ms), TEAM))
+
+    @rule(
+        which=st.sampled_from(["pause", "resume"] * 6 + ["archive"]),
+        key=st.sampled_from([None] * 5 + ["k1"]),
+    )
+    def lifecycle(self, which: str, key: str | None) -> None:
+        kind = {"pause": c.PauseTeam, "resume": c.ResumeTeam, "archive": c.ArchiveTeam}[which]
+        self.apply(kind(self.at(), TEAM, key))
+
+    @rule(same_agent=st.booleans())
+    def add(self, same_agent: bool) -> None:
+        n = self.next_member
+        self.next_member += 1
+        agent = "a1" if same_agent else f"a{n}"
+        self.apply(c.AddMember(self.at(), TEAM, c.NewMember(f"m{n}", "mach", agent, f"n{n}", "", f"k{n}")))
+
+    @rule(membership=st.sampled_from(["m0", "m1", "m2", "m3", "m4", "m5", "nope"]), now=st.integers(0, 3))
+    def remove(self, membership: str, now: int) -> None:
+        if now:  # removals are rarer than the rest: a removed member mostly stops the story
+            return
+        self.apply(c.RemoveMember(self.at(), TEAM, membership))
+
+    @rule(
+        data=st.data(),
+        kind=st.sampled_from(["question", "answer"]),
+        state=st.sampled_from(["queued", "writing", "delivered", "accepted", "read"]),
+    )
+    def record_delivery(self, data: st.DataObject, kind: str, state: str) -> None:
+        qid = self.known_qid(data)
+        self.apply(c.RecordDelivery(self.at(), TEAM, f"{TEAM}/{qid}/{kind}", state, None))
+
+    @invariant()
+    def invariants_hold(self) -> None:
+        if not self.ledger.teams:
+            return
+        assert ledger_violations(self.ledger, LIMITS) == []
+
+    @invariant()
+    def no_accepted_ask_vanishes(self) -> None:
+        team = self.ledger.teams.get(TEAM)
+        for qid, ask in self.accepted_asks.items():
+            assert team is not None
+            exchange = team.exchanges[qid]
+            assert (exchange.text, exchange.parent_id, exchange.notify) == (
+                ask.text,
+                ask.parent_id,
+                ask.notify,
+            )
+
+    @invariant()
+    def checkpoint_round_trip(self) -> None:
+        restored = from_json(json.loads(json.dumps(to_json(self.ledger))), Ledger)
+        assert restored == self.ledger and hash(restored) == hash(self.ledger)
+
+    def teardown(self) -> None:
+        team = self.ledger.teams.get(TEAM)
+        if team is not None:
+            assert all(e.state in QuestionState for e in team.exchanges.values())
+
+
+TeamLedgerMachine.TestCase.settings = settings(
+    max_examples=300, stateful_step_count=50, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+test_team_ledger_machine = TeamLedgerMachine.TestCase
