@@ -69,7 +69,7 @@ class Answer:
     late: bool
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class Exchange:
     id: str  # the ask's operation id
     from_: str  # membership id of the asker

@@ -15,7 +15,6 @@ import enum
 import re
 from collections.abc import Callable, Mapping
 
-import attrs
 from immutables import Map
 
 from .commands import (
@@ -64,6 +63,7 @@ from .records import (
     Team,
     TeamState,
 )
+from .values import replace
 
 E = ErrorCode
 Q = QuestionState
@@ -203,7 +203,7 @@ def _actor(team: Team, member_key: str | None) -> Membership | Rejected | None:
 def _commit(ledger: Ledger, before: Team, outcome: Accepted[Team]) -> Accepted[Ledger]:
     if not outcome.changed:
         return unchanged(ledger, outcome.result)
-    team = attrs.evolve(outcome.state, revision=before.revision + 1)
+    team = replace(outcome.state, revision=before.revision + 1)
     effects = outcome.effects
     deadline = next_deadline(team)
     if deadline is not None and deadline != next_deadline(before):
@@ -396,7 +396,7 @@ def _admit_member(
                 E.BAD_REQUEST, f"agent {new.machine_id}/{new.agent_id} is already active member {other.id!r}"
             )
     member = Membership(new.id, new.machine_id, new.agent_id, new.name, new.role, MembershipState.ACTIVE, at)
-    team = attrs.evolve(
+    team = replace(
         team,
         members=team.members.set(member.id, member),
         member_order=(*team.member_order, member.id),
@@ -431,12 +431,12 @@ def _remove_member(
         return reject(E.NOT_FOUND, f"no membership {command.membership_id!r} in team {team.id!r}")
     if member.state is MembershipState.REMOVED:
         return unchanged(team, member)
-    removed = attrs.evolve(member, state=MembershipState.REMOVED, removed_at=command.at)
+    removed = replace(member, state=MembershipState.REMOVED, removed_at=command.at)
     keys = team.keys
     for key, member_id in team.keys.items():
         if member_id == member.id:
             keys = keys.delete(key)
-    team = attrs.evolve(team, members=team.members.set(member.id, removed), keys=keys)
+    team = replace(team, members=team.members.set(member.id, removed), keys=keys)
     return Accepted(team, removed, effects=(WithdrawMember(team.id, member.id),))
 
 
@@ -455,7 +455,7 @@ def _lifecycle(team: Team, command: TeamCommand, actor: Membership | None, limit
     else:
         team, events = _end_open_questions(team, QuestionEvent.ARCHIVE, command.at)
         effects = (WithdrawTeam(team.id),)
-    team = attrs.evolve(team, state=target)
+    team = replace(team, state=target)
     return Accepted(team, team, events, effects)
 
 
@@ -555,7 +555,7 @@ def _ask(team: Team, command: Ask, actor: Membership | None, limits: Limits) -> 
     )
     deadlines = list(team.open_deadlines)
     bisect.insort(deadlines, (deadline, exchange.id))
-    team = attrs.evolve(
+    team = replace(
         team,
         exchanges=team.exchanges.set(exchange.id, exchange),
         exchange_order=(*team.exchange_order, exchange.id),
@@ -580,11 +580,11 @@ def _end_question(team: Team, exchange: Exchange, event: QuestionEvent, at: int)
     """Move an open question to its end state and drop it from the open indexes."""
     target = QUESTION_TRANSITIONS[(exchange.state, event)]
     assert isinstance(target, QuestionState) and exchange.state is Q.OPEN
-    ended = attrs.evolve(exchange, state=target, ended_at=at)
+    ended = replace(exchange, state=target, ended_at=at)
     deadlines = list(team.open_deadlines)
     deadlines.remove((exchange.deadline_at, exchange.id))
     pending = team.pending_by_sender[exchange.from_] - 1
-    team = attrs.evolve(
+    team = replace(
         team,
         exchanges=team.exchanges.set(exchange.id, ended),
         open_deadlines=tuple(deadlines),
@@ -643,12 +643,12 @@ def _reply(team: Team, command: Reply, actor: Membership | None, limits: Limits)
     late = exchange.state is not Q.OPEN
     answer = Answer(author, exchange.to, command.at, command.text, command.evidence, late)
     if late:
-        kept = attrs.evolve(exchange, answer=answer)
-        team = attrs.evolve(team, exchanges=team.exchanges.set(kept.id, kept))
+        kept = replace(exchange, answer=answer)
+        team = replace(team, exchanges=team.exchanges.set(kept.id, kept))
         return Accepted(team, kept, events=(LateAnswerKept(team.id, kept.id),))
     team, ended = _end_question(team, exchange, QuestionEvent.REPLY, command.at)
-    ended = attrs.evolve(ended, answer=answer)
-    team = attrs.evolve(team, exchanges=team.exchanges.set(ended.id, ended))
+    ended = replace(ended, answer=answer)
+    team = replace(team, exchanges=team.exchanges.set(ended.id, ended))
     effects: list[object] = [WithdrawNotice(team.id, notice_id(team.id, ended.id, NoticeKind.QUESTION))]
     asker = team.members[ended.from_]
     if ended.notify and not ended.by_user and asker.state is MembershipState.ACTIVE:
@@ -716,8 +716,8 @@ def _record_delivery(
             return reject(E.NOT_FOUND, f"no membership {subject_id!r}")
         if member.introduction is not None and _same_view(member.introduction, view):
             return unchanged(team, member)
-        member = attrs.evolve(member, introduction=view)
-        return Accepted(attrs.evolve(team, members=team.members.set(member.id, member)), member)
+        member = replace(member, introduction=view)
+        return Accepted(replace(team, members=team.members.set(member.id, member)), member)
     exchange = team.exchanges.get(subject_id)
     if exchange is None:
         return reject(E.NOT_FOUND, f"no exchange {subject_id!r}")
@@ -725,10 +725,10 @@ def _record_delivery(
     if current is not None and _same_view(current, view):
         return unchanged(team, exchange)
     if kind is NoticeKind.QUESTION:
-        exchange = attrs.evolve(exchange, delivery=view)
+        exchange = replace(exchange, delivery=view)
     else:
-        exchange = attrs.evolve(exchange, answer_delivery=view)
-    return Accepted(attrs.evolve(team, exchanges=team.exchanges.set(exchange.id, exchange)), exchange)
+        exchange = replace(exchange, answer_delivery=view)
+    return Accepted(replace(team, exchanges=team.exchanges.set(exchange.id, exchange)), exchange)
 
 
 def _same_view(a: DeliveryView, b: DeliveryView) -> bool:

@@ -1,0 +1,30 @@
+# A faster `attrs.evolve` for the reducers' frozen records: evolve re-reads field metadata and goes through
+# keyword arguments on every call, which was most of a reducer step's time (scripts/bench_core.py).
+from __future__ import annotations
+
+from collections.abc import Callable
+from operator import attrgetter
+from typing import Any, TypeVar
+
+import attrs
+
+R = TypeVar("R")
+
+_LAYOUT: dict[type[Any], tuple[Callable[[Any], tuple[Any, ...]], dict[str, int]]] = {}
+
+
+def replace(record: R, **changes: Any) -> R:
+    """A copy of the frozen attrs `record` with `changes` applied, built through its own __init__."""
+    cls = type(record)
+    layout = _LAYOUT.get(cls)
+    if layout is None:
+        names = tuple(field.name for field in attrs.fields(cls))
+        layout = _LAYOUT[cls] = (attrgetter(*names), {name: i for i, name in enumerate(names)})
+    read_all, index = layout
+    values = list(read_all(record))
+    for name, value in changes.items():
+        try:
+            values[index[name]] = value
+        except KeyError:
+            raise TypeError(f"{cls.__name__} has no field {name!r}") from None
+    return cls(*values)
