@@ -39,7 +39,8 @@ class FileOps:
 
     def create_exclusive(self, path: Path) -> int:
         """Open a new private file for appending; fails if it exists. Mode 0600 whatever the umask is."""
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, PRIVATE_FILE_MODE)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
+        fd = os.open(path, flags, PRIVATE_FILE_MODE)
         try:
             os.fchmod(fd, PRIVATE_FILE_MODE)
         except BaseException:
@@ -76,7 +77,7 @@ class FileOps:
             os.close(fd)
 
     def lock(self, path: Path) -> int:
-        """Take an exclusive, non-blocking advisory lock on `path` (created 0600); returns the held descriptor.
+        """Take an exclusive, non-blocking lock on `path` (created 0600); returns the held descriptor.
 
         Raises BlockingIOError if another process holds it. The kernel releases it when the process dies.
         """

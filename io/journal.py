@@ -1,0 +1,605 @@
+# The durable ledger store. The reducers are deterministic, so a journal of accepted commands plus periodic
+# checkpoints of the serialized state rebuilds a ledger exactly; this module keeps both on disk and knows
+# nothing of what they mean (entries and payloads are opaque JSON objects). Its promises:
+#
+# - `append` answers only after the entry's bytes are fsynced, and appends that arrive during an fsync share
+#   the next one (group commit), so an acknowledgement always means "durable" without one fsync per entry.
+# - Recovery returns exactly the acknowledged history. A torn final record (a write that never finished, so
+#   was never acknowledged) is ignored and left on disk; new records go to a new segment so no byte of it
+#   changes. Any other damage is `CorruptState`, naming the file and byte offset, with every byte in place.
+# - A write, fsync or rename error is fatal for the open store: nothing in that batch is acknowledged and all
+#   later writes are refused. A failed fsync may have dropped dirty pages, so retrying could report success
+#   for data that is gone; only a restart, which re-reads what is really on disk, is safe.
+#
+# On-disk layout of one store directory (0700, files 0600):
+#   lock                                  flock(2) target: one writer process per store
+#   journal-<segment:12>.jsonl            records {"v":1,"seq":N,"entry":{...},"crc":"xxxxxxxx"} one a line
+#   checkpoint-<seq:20>.json              one record {"v":1,"seq":N,"payload":{...},"crc":"..."} + newline
+#   *.tmp                                 a checkpoint being written; removed when the store is opened
+# The crc is zlib.crc32 of the record's bytes up to `,"crc"`, so every line stays plain JSON for `jq`.
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import zlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final
+
+import attrs
+import trio
+
+from harness.core.errors import ErrorCode
+from harness.io.fileops import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, FileOps, write_all
+
+FORMAT_VERSION: Final = 1
+# A command of team.v1 is at most ~50,000 characters of fields (8k question, 8k context, 16k answer, 16 x 1k
+# evidence); even fully \u-escaped that is far below this, so a bigger entry is a caller bug.
+MAX_ENTRY_BYTES: Final = 1 << 20
+# A full ledger (500 exchanges at their largest) serializes well below this; refusing to read more keeps a
+# damaged or foreign file from exhausting memory during recovery.
+MAX_CHECKPOINT_BYTES: Final = 256 << 20
+# Readers that run beside a live daemon (doctor, export) retry when compaction deletes a file they listed.
+_SCAN_ATTEMPTS: Final = 5
+
+LOCK_NAME: Final = "lock"
+TEMP_SUFFIX: Final = ".tmp"
+_SEGMENT_RE: Final = re.compile(r"journal-(\d{12})\.jsonl")
+_CHECKPOINT_RE: Final = re.compile(r"checkpoint-(\d{20})\.json")
+_CRC_SUFFIX_RE: Final = re.compile(rb',"crc":"([0-9a-f]{8})"\}')
+_CRC_SUFFIX_LEN: Final = len(b',"crc":"00000000"}')
+
+TEAMS_DIR: Final = "teams"
+
+
+def ledgers_dir(data_dir: Path) -> Path:
+    """The parent of every team ledger store under the daemon data directory."""
+    return data_dir / TEAMS_DIR / "ledgers"
+
+
+def ledger_store_dir(data_dir: Path, team_id: str) -> Path:
+    """Where the owner's ledger of team `team_id` lives under the daemon data directory."""
+    return ledgers_dir(data_dir) / team_id
+
+
+def delivery_store_dir(data_dir: Path) -> Path:
+    """Where this machine's delivery desk (as a destination) lives under the daemon data directory."""
+    return data_dir / TEAMS_DIR / "delivery"
+
+
+def segment_name(number: int) -> str:
+    return f"journal-{number:012d}.jsonl"
+
+
+def checkpoint_name(seq: int) -> str:
+    return f"checkpoint-{seq:020d}.json"
+
+
+class StoreError(Exception):
+    """Base of the store's errors; `code` is a stable string for the outside contract."""
+
+    code: str = "store_error"
+
+
+class CorruptState(StoreError):
+    """The store's files hold damage other than a torn final record. Nothing was changed or deleted."""
+
+    code = ErrorCode.CORRUPT_STATE
+
+    def __init__(self, path: Path, offset: int, reason: str) -> None:
+        super().__init__(f"{path} at byte {offset}: {reason}")
+        self.path = path
+        self.offset = offset
+        self.reason = reason
+
+
+class StoreFailed(StoreError):
+    """A write, fsync, rename or delete failed. This store refuses all writes until it is reopened."""
+
+    code = "store_failed"
+
+
+class StoreLocked(StoreError):
+    """Another process has this store open."""
+
+    code = "store_locked"
+
+
+@attrs.frozen
+class Entry:
+    seq: int
+    body: dict[str, object]
+
+
+@attrs.frozen
+class Recovery:
+    """What a store held when opened: the newest checkpoint and the journal entries connected after it."""
+
+    checkpoint_seq: int  # 0 when there is no checkpoint
+    checkpoint: dict[str, object] | None
+    entries: tuple[Entry, ...]
+
+    @property
+    def last_seq(self) -> int:
+        return self.entries[-1].seq if self.entries else self.checkpoint_seq
+
+
+@attrs.frozen
+class SegmentInfo:
+    name: str
+    number: int
+    size: int
+    first_seq: int | None  # None when the segment holds no complete record
+    last_seq: int | None
+    records: int
+    torn_offset: int | None  # where an ignored torn final record starts
+
+
+@attrs.frozen
+class StoreScan:
+    """A read-only, fully validated picture of one store directory."""
+
+    directory: Path
+    recovery: Recovery
+    checkpoints: tuple[str, ...]  # every checkpoint file, oldest first; the last one is in `recovery`
+    segments: tuple[SegmentInfo, ...]  # in segment order
+    temp_files: tuple[str, ...]
+
+
+# --- encoding ---------------------------------------------------------------------------------------------
+
+
+def encode_record(field: str, seq: int, body: Mapping[str, object]) -> bytes:
+    head = (
+        b'{"v":%d,"seq":%d,"%s":' % (FORMAT_VERSION, seq, field.encode())
+        + json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    )
+    return head + b',"crc":"%08x"}' % zlib.crc32(head)
+
+
+def _decode(record: bytes, field: str) -> tuple[int, dict[str, object]] | str:
+    """The (seq, body) of one record without its newline, or why it is not a valid record."""
+    match = _CRC_SUFFIX_RE.fullmatch(record, max(0, len(record) - _CRC_SUFFIX_LEN))
+    if match is None:
+        return "record does not end with a checksum"
+    if zlib.crc32(record[: match.start()]) != int(match.group(1), 16):
+        return "checksum mismatch"
+    try:
+        obj = json.loads(record)
+    except ValueError:
+        return "checksummed record is not JSON"
+    if not isinstance(obj, dict) or set(obj) != {"v", "seq", field, "crc"}:
+        return f"record is not a {field} record"
+    if obj["v"] != FORMAT_VERSION:
+        return f"unsupported format version {obj['v']!r} (this build reads {FORMAT_VERSION})"
+    seq, body = obj["seq"], obj[field]
+    if type(seq) is not int or seq < 1 or not isinstance(body, dict):
+        return "record has a malformed seq or body"
+    return seq, body
+
+
+def _hidden_record_end(tail: bytes) -> int | None:
+    """If an unterminated tail holds a whole valid record followed by more bytes, where that record ends.
+
+    A torn write leaves a prefix of one record. A complete record followed by stray bytes instead is not a
+    prefix of anything the store writes: the newline that ended an acknowledged record was damaged.
+    """
+    for match in _CRC_SUFFIX_RE.finditer(tail):
+        if match.end() < len(tail) and zlib.crc32(tail[: match.start()]) == int(match.group(1), 16):
+            return match.end()
+    return None
+
+
+# --- scanning (read-only) -----------------------------------------------------------------------------------
+
+
+def _parse_segment(
+    path: Path, data: bytes, number: int, after_seq: int, sink: list[Entry]
+) -> SegmentInfo:
+    """Validate one segment; append its entries with seq > `after_seq` to `sink`."""
+    pos = 0
+    first: int | None = None
+    last: int | None = None
+    records = 0
+    torn: int | None = None
+    while pos < len(data):
+        end = data.find(b"\n", pos)
+        if end < 0:
+            hidden = _hidden_record_end(data[pos:])
+            if hidden is not None:
+                raise CorruptState(
+                    path, pos + hidden, "bytes after a complete final record where its newline belongs"
+                )
+            torn = pos
+            break
+        decoded = _decode(data[pos:end], "entry")
+        if isinstance(decoded, str):
+            raise CorruptState(path, pos, decoded)
+        seq, body = decoded
+        if last is not None and seq != last + 1:
+            raise CorruptState(path, pos, f"entry seq {seq} does not follow seq {last} in the same segment")
+        if first is None:
+            first = seq
+        last = seq
+        records += 1
+        if seq > after_seq:
+            sink.append(Entry(seq, body))
+        pos = end + 1
+    return SegmentInfo(path.name, number, len(data), first, last, records, torn)
+
+
+def _parse_checkpoint(path: Path, data: bytes, seq_in_name: int) -> dict[str, object]:
+    if not data.endswith(b"\n"):
+        raise CorruptState(path, len(data), "checkpoint does not end with a newline")
+    newline = data.find(b"\n")
+    if newline != len(data) - 1:
+        raise CorruptState(path, newline, "checkpoint holds more than one record")
+    decoded = _decode(data[:-1], "payload")
+    if isinstance(decoded, str):
+        raise CorruptState(path, 0, decoded)
+    seq, payload = decoded
+    if seq != seq_in_name:
+        raise CorruptState(path, 0, f"checkpoint records seq {seq} but its name says {seq_in_name}")
+    return payload
+
+
+def scan_store(directory: Path, ops: FileOps) -> StoreScan:
+    """Read and validate a store directory without changing anything. Raises CorruptState on damage.
+
+    Entries at or before the newest checkpoint are validated but not returned. Records after it must
+    continue it without a gap or overlap; a gap is allowed only where a checkpoint covers it (compaction may
+    have deleted some but not all of the segments behind that checkpoint when a crash interrupted it).
+    """
+    names = sorted(ops.listdir(directory))
+    segments = sorted((int(m.group(1)), n) for n in names if (m := _SEGMENT_RE.fullmatch(n)))
+    checkpoints = sorted((int(m.group(1)), n) for n in names if (m := _CHECKPOINT_RE.fullmatch(n)))
+    temps = tuple(n for n in names if n.endswith(TEMP_SUFFIX))
+
+    checkpoint_seq = 0
+    payload: dict[str, object] | None = None
+    for seq, name in checkpoints:
+        path = directory / name
+        data = ops.read_bytes(path)
+        if len(data) > MAX_CHECKPOINT_BYTES:
+            raise CorruptState(path, MAX_CHECKPOINT_BYTES, "checkpoint is larger than any this store writes")
+        payload = _parse_checkpoint(path, data, seq)
+        checkpoint_seq = seq
+
+    entries: list[Entry] = []
+    infos: list[SegmentInfo] = []
+    prev_last: int | None = None  # last record seq of the previous segment that had records
+    for number, name in segments:
+        path = directory / name
+        info = _parse_segment(path, ops.read_bytes(path), number, checkpoint_seq, entries)
+        if info.first_seq is not None:
+            reached = prev_last or 0
+            # A gap is allowed only where the checkpoint covers it; an overlap never is.
+            if not reached + 1 <= info.first_seq <= max(reached, checkpoint_seq) + 1:
+                raise CorruptState(
+                    path, 0,
+                    f"segment starts at seq {info.first_seq}, which does not connect to the history before "
+                    f"it (journal seq {reached}, checkpoint seq {checkpoint_seq})",
+                )
+            prev_last = info.last_seq
+        infos.append(info)
+    return StoreScan(
+        directory,
+        Recovery(checkpoint_seq, payload, tuple(entries)),
+        tuple(n for _, n in checkpoints),
+        tuple(infos),
+        temps,
+    )
+
+
+def scan_store_consistent(directory: Path, ops: FileOps | None = None) -> StoreScan:
+    """`scan_store` for readers beside a live writer: retries when compaction deletes a file it listed."""
+    ops = ops or FileOps()
+    for attempt in range(_SCAN_ATTEMPTS):
+        try:
+            return scan_store(directory, ops)
+        except FileNotFoundError:
+            if attempt == _SCAN_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+# --- the writable store -------------------------------------------------------------------------------------
+
+
+@attrs.define
+class _Batch:
+    lines: list[bytes] = attrs.Factory(list)
+    last_seq: int = 0
+    done: bool = False
+    error: BaseException | None = None
+
+
+@attrs.define
+class _Segment:
+    number: int
+    last_seq: int | None
+
+
+@attrs.frozen
+class CheckpointPolicy:
+    """When the daemon should checkpoint: once this many entries were appended since the last one."""
+
+    every: int = 256
+
+    def due(self, store: JournalStore) -> bool:
+        return store.entries_since_checkpoint >= self.every
+
+
+def _ensure_private_dir(ops: FileOps, directory: Path) -> None:
+    missing: list[Path] = []
+    probe = directory
+    while not ops.is_dir(probe):
+        missing.append(probe)
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    for path in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # a store opened beside us created it first
+            ops.mkdir(path)
+        ops.fsync_dir(path.parent)
+    if ops.mode(directory) != PRIVATE_DIR_MODE:
+        ops.chmod(directory, PRIVATE_DIR_MODE)
+
+
+class JournalStore:
+    """One durable journal-plus-checkpoint store in one directory, owned by one trio task's process.
+
+    Open with `await JournalStore.open(directory)`. Not thread-safe; all methods run in one trio run.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        ops: FileOps,
+        lock_fd: int,
+        scan: StoreScan,
+        active_fd: int | None,
+    ) -> None:
+        self._dir = directory
+        self._ops = ops
+        self._lock_fd: int | None = lock_fd
+        self._fd = active_fd
+        self._segments = [_Segment(s.number, s.last_seq) for s in scan.segments]
+        self._next_segment = scan.segments[-1].number + 1 if scan.segments else 1
+        self._checkpoints = list(scan.checkpoints)
+        self._checkpoint_seq = scan.recovery.checkpoint_seq
+        self._durable_seq = scan.recovery.last_seq
+        self._next_seq = self._durable_seq + 1
+        self._open_batch: _Batch | None = None
+        self._write_lock = trio.Lock()  # FIFO: the first waiter of a batch writes it for all
+        self._checkpoint_lock = trio.Lock()
+        self._failure: StoreFailed | None = None
+        self._closed = False
+
+    @classmethod
+    async def open(cls, directory: Path, *, ops: FileOps | None = None) -> tuple[JournalStore, Recovery]:
+        """Open (creating if needed) the store in `directory` and recover it.
+
+        Returns the store and what it held: the newest checkpoint payload and its seq (0 and None when
+        there is none) and the journal entries after it, in order. Raises CorruptState (nothing changed),
+        StoreLocked, or OSError. Leftover temp files of an interrupted checkpoint are removed.
+        """
+        ops = ops or FileOps()
+        return await trio.to_thread.run_sync(cls._open_blocking, directory, ops)
+
+    @classmethod
+    def _open_blocking(cls, directory: Path, ops: FileOps) -> tuple[JournalStore, Recovery]:
+        _ensure_private_dir(ops, directory)
+        try:
+            lock_fd = ops.lock(directory / LOCK_NAME)
+        except BlockingIOError as exc:
+            raise StoreLocked(f"{directory} is open in another process") from exc
+        try:
+            scan = scan_store(directory, ops)
+            for name in scan.temp_files:
+                ops.unlink(directory / name)
+            if scan.temp_files:
+                ops.fsync_dir(directory)
+            for name in (*scan.checkpoints, *(s.name for s in scan.segments)):
+                if ops.mode(directory / name) != PRIVATE_FILE_MODE:
+                    ops.chmod(directory / name, PRIVATE_FILE_MODE)
+            active_fd = None
+            if scan.segments:
+                tail = scan.segments[-1]
+                # Appending after a torn record would bury it mid-file; after a compaction leftover it would
+                # leave a gap. Both cases start a fresh segment instead.
+                if tail.torn_offset is None and tail.last_seq == scan.recovery.last_seq:
+                    active_fd = ops.open_append(directory / tail.name)
+        except BaseException:
+            ops.close(lock_fd)
+            raise
+        return cls(directory, ops, lock_fd, scan, active_fd), scan.recovery
+
+    @property
+    def directory(self) -> Path:
+        return self._dir
+
+    @property
+    def durable_seq(self) -> int:
+        """The highest acknowledged (fsynced) seq."""
+        return self._durable_seq
+
+    @property
+    def checkpoint_seq(self) -> int:
+        return self._checkpoint_seq
+
+    @property
+    def entries_since_checkpoint(self) -> int:
+        return self._durable_seq - self._checkpoint_seq
+
+    @property
+    def failed(self) -> StoreFailed | None:
+        """The fatal error that stopped this store, if any."""
+        return self._failure
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise trio.ClosedResourceError("journal store is closed")
+        if self._failure is not None:
+            raise StoreFailed(f"{self._dir}: stopped by an earlier failure; reopen it") from self._failure
+
+    def _fail(self, exc: BaseException) -> StoreFailed:
+        if self._failure is None:
+            self._failure = StoreFailed(f"{self._dir}: {exc!r}; nothing more is written until it is reopened")
+            self._failure.__cause__ = exc
+        return self._failure
+
+    async def append(self, entry: Mapping[str, object]) -> int:
+        """Durably append one JSON object; returns its seq once its bytes (and its batch's) are fsynced.
+
+        Raises StoreFailed if this or any entry of its batch could not be made durable (the entry is then
+        not acknowledged: it may or may not survive a restart) and on every call after such a failure.
+        Raises TypeError/ValueError for an entry that is not JSON-able or is too big (nothing is written).
+        Once queued the entry is written even if the caller is cancelled, so cancellation is delivered
+        after the write, not instead of it.
+        """
+        self._check_writable()
+        seq = self._next_seq
+        line = encode_record("entry", seq, entry) + b"\n"
+        if len(line) > MAX_ENTRY_BYTES:
+            raise ValueError(f"journal entry of {len(line)} bytes exceeds {MAX_ENTRY_BYTES}")
+        self._next_seq = seq + 1
+        batch = self._open_batch
+        if batch is None:
+            batch = self._open_batch = _Batch()
+        batch.lines.append(line)
+        batch.last_seq = seq
+        with trio.CancelScope(shield=True):
+            async with self._write_lock:
+                if not batch.done:
+                    await self._flush(batch)
+        if batch.error is not None:
+            raise StoreFailed(f"{self._dir}: entry seq {seq} was not made durable") from batch.error
+        return seq
+
+    async def _flush(self, batch: _Batch) -> None:
+        """Write and fsync `batch` (caller holds the write lock); every entry that arrives meanwhile
+        joins the next batch."""
+        self._open_batch = None
+        if self._failure is not None:
+            batch.error = self._failure
+            batch.done = True
+            return
+        new_segment = self._fd is None
+        try:
+            self._fd = await trio.to_thread.run_sync(self._write_blocking, self._fd, b"".join(batch.lines))
+        except BaseException as exc:
+            batch.error = self._fail(exc)
+            batch.done = True
+            if isinstance(exc, Exception):
+                return
+            raise
+        if new_segment:
+            self._segments.append(_Segment(self._next_segment, None))
+            self._next_segment += 1
+        self._segments[-1].last_seq = batch.last_seq
+        self._durable_seq = batch.last_seq
+        batch.done = True
+
+    def _write_blocking(self, fd: int | None, data: bytes) -> int:
+        ops = self._ops
+        if fd is None:
+            fd = ops.create_exclusive(self._dir / segment_name(self._next_segment))
+            try:
+                write_all(ops, fd, data)
+                ops.fsync(fd)
+                ops.fsync_dir(self._dir)  # the new file's name must be as durable as its bytes
+            except BaseException:
+                ops.close(fd)
+                raise
+            return fd
+        write_all(ops, fd, data)
+        ops.fsync(fd)
+        return fd
+
+    async def checkpoint(self, seq: int, payload: Mapping[str, object]) -> None:
+        """Durably record `payload` as the state after entry `seq`, then compact what it covers.
+
+        `seq` must be acknowledged already (<= durable_seq) and not older than the current checkpoint;
+        an equal or older one is skipped. The payload is serialized before the first await, so the caller
+        may reuse it afterwards. Written by temp file, fsync, rename, directory fsync; only then are the
+        journal segments wholly at or before `seq` and older checkpoints deleted. A crash at any step
+        recovers the same state. A failure is fatal for the store (StoreFailed), as for appends.
+        """
+        self._check_writable()
+        if seq > self._durable_seq:
+            raise ValueError(f"checkpoint seq {seq} is beyond the durable seq {self._durable_seq}")
+        if seq <= self._checkpoint_seq:
+            return
+        data = encode_record("payload", seq, payload) + b"\n"
+        if len(data) > MAX_CHECKPOINT_BYTES:
+            raise ValueError(f"checkpoint of {len(data)} bytes exceeds {MAX_CHECKPOINT_BYTES}")
+        async with self._checkpoint_lock:
+            self._check_writable()
+            if seq <= self._checkpoint_seq:
+                return
+            name = checkpoint_name(seq)
+            try:
+                await trio.to_thread.run_sync(self._write_checkpoint_blocking, name, data)
+            except Exception as exc:
+                raise self._fail(exc) from exc
+            self._checkpoint_seq = seq
+            stale_checkpoints = self._checkpoints
+            self._checkpoints = [name]
+            with trio.CancelScope(shield=True):
+                async with self._write_lock:
+                    # Later appends start a new segment, so the current one can be deleted wholesale by the
+                    # next checkpoint; no file is ever rewritten.
+                    rotated, self._fd = self._fd, None
+                    victims = [s.number for s in self._segments if s.last_seq is None or s.last_seq <= seq]
+                try:
+                    await trio.to_thread.run_sync(self._compact_blocking, rotated, victims, stale_checkpoints)
+                except Exception as exc:
+                    raise self._fail(exc) from exc
+                self._segments = [s for s in self._segments if s.number not in victims]
+
+    def _write_checkpoint_blocking(self, name: str, data: bytes) -> None:
+        ops = self._ops
+        temp = self._dir / (name + TEMP_SUFFIX)
+        fd = ops.create_exclusive(temp)
+        try:
+            write_all(ops, fd, data)
+            ops.fsync(fd)
+        finally:
+            ops.close(fd)
+        ops.rename(temp, self._dir / name)
+        ops.fsync_dir(self._dir)
+
+    def _compact_blocking(self, rotated: int | None, segments: list[int], checkpoints: list[str]) -> None:
+        ops = self._ops
+        if rotated is not None:
+            ops.close(rotated)
+        for number in segments:
+            ops.unlink(self._dir / segment_name(number))
+        for name in checkpoints:
+            ops.unlink(self._dir / name)
+        if segments or checkpoints:
+            ops.fsync_dir(self._dir)
+
+    async def aclose(self) -> None:
+        """Wait for an in-flight batch, then release the files and the lock. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        with trio.CancelScope(shield=True):
+            async with self._write_lock:
+                data_fd, lock_fd = self._fd, self._lock_fd
+                self._fd = self._lock_fd = None
+                try:
+                    if data_fd is not None:
+                        self._ops.close(data_fd)
+                finally:
+                    if lock_fd is not None:
+                        self._ops.close(lock_fd)
+
+    async def __aenter__(self) -> JournalStore:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()

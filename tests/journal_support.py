@@ -1,0 +1,98 @@
+# Shared by the journal tests: byte snapshots (to prove "no byte changed"), and a FileOps that fails on cue,
+# which is how faults enter the store (through its seam, never by patching the standard library).
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from harness.io.fileops import FileOps
+from harness.io.journal import JournalStore, Recovery
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    return {name: (directory / name).read_bytes() for name in sorted(os.listdir(directory))}
+
+
+def bodies(recovery: Recovery) -> list[dict[str, object]]:
+    return [e.body for e in recovery.entries]
+
+
+def state(recovery: Recovery) -> list[object]:
+    """A stand-in reducer: the checkpoint holds the list of entries so far, the journal extends it."""
+    items: list[object] = []
+    if recovery.checkpoint is not None:
+        stored = recovery.checkpoint["items"]
+        assert isinstance(stored, list)
+        items.extend(stored)
+    assert len(items) == recovery.checkpoint_seq
+    items.extend(e.body for e in recovery.entries)
+    return items
+
+
+async def fill(directory: Path, count: int, *, checkpoint_at: int | None = None) -> list[dict[str, object]]:
+    """Append `count` entries {"n": i}, optionally checkpointing (with the `state` convention) at a seq."""
+    entries: list[dict[str, object]] = [{"n": i, "pad": "x" * (i % 7)} for i in range(count)]
+    store, recovery = await JournalStore.open(directory)
+    base = state(recovery)
+    for i, entry in enumerate(entries):
+        await store.append(entry)
+        if checkpoint_at == i + 1 + len(base):
+            await store.checkpoint(checkpoint_at, {"items": [*base, *entries[: i + 1]]})
+    await store.aclose()
+    return entries
+
+
+class Crash(Exception):
+    """Stands for the process dying at this call: nothing after it runs."""
+
+
+class FaultyOps(FileOps):
+    """While `armed`, calls `hook(op_name, args)` before each operation; the hook raises to inject a fault.
+    `write` may also be limited to `max_write` bytes per call to produce short writes."""
+
+    def __init__(self, hook: Callable[[str, tuple[object, ...]], None] | None = None) -> None:
+        self.hook = hook or (lambda name, args: None)
+        self.armed = True
+        self.max_write: int | None = None
+        self.calls: list[str] = []
+
+    def _call(self, name: str, *args: object) -> None:
+        self.calls.append(name)
+        if self.armed:
+            self.hook(name, args)
+
+    def write(self, fd: int, data: bytes | memoryview) -> int:
+        self._call("write", fd, data)
+        if self.max_write is not None:
+            data = data[: self.max_write]
+        return super().write(fd, data)
+
+    def fsync(self, fd: int) -> None:
+        self._call("fsync", fd)
+        super().fsync(fd)
+
+    def fsync_dir(self, path: Path) -> None:
+        self._call("fsync_dir", path)
+        super().fsync_dir(path)
+
+    def rename(self, src: Path, dst: Path) -> None:
+        self._call("rename", src, dst)
+        super().rename(src, dst)
+
+    def unlink(self, path: Path) -> None:
+        self._call("unlink", path)
+        super().unlink(path)
+
+    def create_exclusive(self, path: Path) -> int:
+        self._call("create_exclusive", path)
+        return super().create_exclusive(path)
+
+    def close(self, fd: int) -> None:
+        self._call("close", fd)
+        super().close(fd)
+
+
+def os_error(code: int) -> OSError:
+    return OSError(code, os.strerror(code))
+
