@@ -33,6 +33,9 @@ class Limits:
     notice_ttl_ms: int = 24 * HOUR_MS  # introductions and answer notices
     queued_per_agent: int = 32  # queued or in-flight notices per agent session
     delivery_records: int = 10_000  # retained delivery records per destination
+    observation_fresh_ms: int = 5_000  # an `idle` older than this no longer licenses a terminal write
+    write_settle_ms: int = 2_000  # after a write ends, only an idle seen this much later counts (stable idle)
+    write_timeout_ms: int = 60_000  # a write not reported ended by then is `unconfirmed`, never retried
 
 
 DEFAULT_LIMITS = Limits()

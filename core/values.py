@@ -18,7 +18,7 @@ def replace(record: R, **changes: Any) -> R:
     cls = type(record)
     layout = _LAYOUT.get(cls)
     if layout is None:
-        names = tuple(field.name for field in attrs.fields(cls))
+        names = tuple(field.name for field in attrs.fields(cls))  # type: ignore[arg-type]  # R is an attrs class
         layout = _LAYOUT[cls] = (attrgetter(*names), {name: i for i, name in enumerate(names)})
     read_all, index = layout
     values = list(read_all(record))
