@@ -1,0 +1,578 @@
+# The Typer application: every command of the contract with its help text. The common `team` invocations
+# are parsed faster by `commands.parse_fast` (see there); both run the same functions of `commands`.
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from harness.cli import commands, output
+from harness.cli.commands import MEMBER_KEY_ENV, Options, fail, show, usage
+from harness.io import home as homes
+from harness.io.client import Client, RemoteError, Uncertain, Unreachable, locate_port
+
+app = typer.Typer(
+    name="harness",
+    help="team.v1: coding agents in terminals joined into a team through a durable exchange ledger.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+team_app = typer.Typer(
+    help="Teams: roster, questions and answers (ask, reply, inbox, wait).", no_args_is_help=True
+)
+daemon_app = typer.Typer(help="The machine daemon that owns the team ledgers.", no_args_is_help=True)
+app.add_typer(team_app, name="team")
+app.add_typer(daemon_app, name="daemon")
+
+START_TIMEOUT = 15.0
+STOP_TIMEOUT = 30.0
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document (errors too).")]
+HomeOpt = Annotated[
+    str | None, typer.Option("--home", help="Data directory (default $HARNESS_HOME, else per user).")
+]
+PortOpt = Annotated[int | None, typer.Option("--port", help="Daemon port (default: from daemon.json).")]
+KeyOpt = Annotated[
+    str | None, typer.Option("--key", envvar=MEMBER_KEY_ENV, help="Private member key (acts as that member).")
+]
+TeamOpt = Annotated[str | None, typer.Option("--team", help="Team id.")]
+TextOpt = Annotated[str | None, typer.Argument(metavar="TEXT")]
+TextFileOpt = Annotated[Path | None, typer.Option("--text-file", help="Read TEXT from a file (- for stdin).")]
+QuestionArg = Annotated[str, typer.Argument(metavar="QUESTION_ID")]
+
+
+def _opts(ctx: typer.Context, json_out: bool, home: str | None, port: int | None, key: str | None) -> Options:
+    base = ctx.obj if isinstance(ctx.obj, Options) else Options()
+    return base.merge(json_out, home, port, key)
+
+
+def _team(ctx: typer.Context, name: str, values: dict[str, Any], *common: Any) -> None:
+    """Run team command `name`; `common` is (json_out, home, port, key) as given on the subcommand."""
+    json_out, home, port, key = common
+    commands.SPECS[name].run(_opts(ctx, json_out, home, port, key), values)
+
+
+# --- harness team -------------------------------------------------------------------------------------------
+
+
+@team_app.callback()
+def team_options(
+    ctx: typer.Context,
+    *,
+    team: TeamOpt = None,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    port: PortOpt = None,
+    key: KeyOpt = None,
+) -> None:
+    opts = Options().merge(json_out, home, port, key)
+    opts.team = team
+    ctx.obj = opts
+
+
+@team_app.command()
+def create(
+    ctx: typer.Context,
+    *,
+    file: Annotated[
+        Path, typer.Option("--file", help="team.json: {id?, name, members: [...]}; - for stdin.")
+    ],
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    port: PortOpt = None,
+    key: KeyOpt = None,
+) -> None:
+    """Create a team (idempotent by its id; one is drawn when the file has none)."""
+    _team(ctx, "create", {"file": file}, json_out, home, port, key)
+
+
+@team_app.command("list")
+def list_teams(
+    ctx: typer.Context,
+    *,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    port: PortOpt = None,
+    key: KeyOpt = None,
+) -> None:
+    """Every team this daemon owns."""
+    _team(ctx, "list", {}, json_out, home, port, key)
+
+
+@team_app.command()
+def get(
+    ctx: typer.Context,
+    *,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    port: PortOpt = None,
+    key: KeyOpt = None,
+) -> None:
+    """The team's snapshot: roster and exchanges (never a member key)."""
+    _team(ctx, "get", {}, json_out, home, port, key)
+
+
+@team_app.command()
+def members(
+    ctx: typer.Context,
+    *,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    port: PortOpt = None,
+    key: KeyOpt = None,
+) -> None:
+    """The roster with membership ids (use them for --from, --member, remove)."""
+    _team(ctx, "members", {}, json_out, home, port, key)
+
+
+@team_app.command()
+def add(
+    ctx: typer.Context,
+    *,
+    file: Annotated[Path, typer.Option("--file", help="member.json: {id?, machineId, agentId, name, role}.")],
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    port: PortOpt = None,
+    key: KeyOpt = None,
+) -> None:
+    """Add a member (idempotent by its id; one is drawn when the file has none)."""
+    _team(ctx, "add", {"file": file}, json_out, home, port, key)
+
+
+@team_app.command()
+def remove(
+    ctx: typer.Context,
+    membership_id: Annotated[str, typer.Argument(metavar="MEMBERSHIP_ID")],
+    *,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    port: PortOpt = None,
+    key: KeyOpt = None,
+) -> None:
+    """Remove a member; its key stops working, its exchanges stay attributable."""
+    _team(ctx, "remove", {"membership_id": membership_id}, json_out, home, port, key)
+
+
+@team_app.command("key")
+def member_key(
+    ctx: typer.Context,
+    member: Annotated[str, typer.Argument(metavar="MEMBER", help="Membership id or name.")],
+    *,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    port: PortOpt = None,
+    key: KeyOpt = None,
+) -> None:
+    """Owner only: a member's private key and the command prefix for its introduction."""
+    _team(ctx, "key", {"member": member}, json_out, home, port, key)
+
+
+@team_app.command()
+def pause(
+    ctx: typer.Context,
+    *,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    port: PortOpt = None,
+    key: KeyOpt = None,
+) -> None:
+    """Hold new questions and unsent notices."""
+    _team(ctx, "pause", {}, json_out, home, port, key)
+
+
+@team_app.command()
+def resume(
+    ctx: typer.Context,
+    *,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    port: PortOpt = None,
+    key: KeyOpt = None,
+) -> None:
+    """Release held work."""
+    _team(ctx, "resume", {}, json_out, home, port, key)
+
+
+@team_app.command()
+def archive(
+    ctx: typer.Context,
+    *,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    port: PortOpt = None,
+    key: KeyOpt = None,
+) -> None:
+    """Keep the record, cancel pending work."""
+    _team(ctx, "archive", {}, json_out, home, port, key)
+
+
+@team_app.command()
+def ask(
+    ctx: typer.Context,
+    to: Annotated[str, typer.Argument(metavar="TO", help="Member name or membership id.")],
+    text: TextOpt = None,
+    *,
+    context: Annotated[str | None, typer.Option("--context", help="What the peer needs to know.")] = None,
+    ttl: Annotated[float | None, typer.Option("--ttl", help="Deadline in seconds (10 s to 24 h).")] = None,
+    parent: Annotated[str | None, typer.Option("--parent", help="Follow-up of this question id.")] = None,
+    no_notify: Annotated[
+        bool, typer.Option("--no-notify", help="No answer notice; read it with inbox.")
+    ] = False,
+    operation_id: Annotated[
+        str | None, typer.Option("--id", help="Operation id (reuse it to retry).")
+    ] = None,
+    text_file: TextFileOpt = None,
+    from_member: Annotated[
+        str | None, typer.Option("--from", help="Owner only: ask for this member.")
+    ] = None,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    port: PortOpt = None,
+    key: KeyOpt = None,
+) -> None:
+    """Ask a teammate; the operation id becomes the question id."""
+    values = {
+        "to": to,
+        "text": text,
+        "context": context,
+        "ttl": ttl,
+        "parent": parent,
+        "no_notify": no_notify,
+        "operation_id": operation_id,
+        "text_file": text_file,
+        "from_member": from_member,
+    }
+    _team(ctx, "ask", values, json_out, home, port, key)
+
+
+@team_app.command()
+def reply(
+    ctx: typer.Context,
+    question_id: QuestionArg,
+    text: TextOpt = None,
+    *,
+    evidence: Annotated[
+        list[str] | None, typer.Option("--evidence", help="Reference (path:line); repeat.")
+    ] = None,
+    text_file: TextFileOpt = None,
+    member: Annotated[
+        str | None, typer.Option("--member", help="Owner only: answer for this member.")
+    ] = None,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    port: PortOpt = None,
+    key: KeyOpt = None,
+) -> None:
+    """Answer a question addressed to you (the only way a question is answered)."""
+    values = {
+        "question_id": question_id,
+        "text": text,
+        "evidence": evidence,
+        "text_file": text_file,
+        "member": member,
+    }
+    _team(ctx, "reply", values, json_out, home, port, key)
+
+
+@team_app.command()
+def inbox(
+    ctx: typer.Context,
+    *,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    port: PortOpt = None,
+    key: KeyOpt = None,
+) -> None:
+    """Questions waiting for you and recent answers to yours."""
+    _team(ctx, "inbox", {}, json_out, home, port, key)
+
+
+@team_app.command()
+def status(
+    ctx: typer.Context,
+    question_id: Annotated[str | None, typer.Argument(metavar="[QUESTION_ID]")] = None,
+    *,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    port: PortOpt = None,
+    key: KeyOpt = None,
+) -> None:
+    """One exchange, or every exchange you may see."""
+    _team(ctx, "status", {"question_id": question_id}, json_out, home, port, key)
+
+
+@team_app.command()
+def wait(
+    ctx: typer.Context,
+    question_id: QuestionArg,
+    *,
+    seconds: Annotated[
+        float, typer.Option("--seconds", help="Give up after this long (never cancels).")
+    ] = commands.DEFAULT_WAIT_SECONDS,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    port: PortOpt = None,
+    key: KeyOpt = None,
+) -> None:
+    """Block until the question is answered or ends, a question for you arrives, or time runs out."""
+    _team(ctx, "wait", {"question_id": question_id, "seconds": seconds}, json_out, home, port, key)
+
+
+@team_app.command()
+def cancel(
+    ctx: typer.Context,
+    question_id: QuestionArg,
+    *,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    port: PortOpt = None,
+    key: KeyOpt = None,
+) -> None:
+    """Cancel your open question (withdraws its unsent notice; never interrupts the peer)."""
+    _team(ctx, "cancel", {"question_id": question_id}, json_out, home, port, key)
+
+
+@team_app.command()
+def capabilities(
+    ctx: typer.Context,
+    *,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    port: PortOpt = None,
+    key: KeyOpt = None,
+) -> None:
+    """What the daemon speaks: {"protocol": "team.v1", ...}."""
+    _team(ctx, "capabilities", {}, json_out, home, port, key)
+
+
+@team_app.command()
+def watch(
+    ctx: typer.Context,
+    *,
+    seconds: Annotated[
+        float | None, typer.Option("--seconds", help="Stop after this long without a change.")
+    ] = None,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    port: PortOpt = None,
+) -> None:
+    """Print the team each time it changes (JSON lines with --json)."""
+    opts = _opts(ctx, json_out, home, port, None)
+    if not opts.team:
+        usage(opts, "'watch' needs --team TEAM_ID")
+    home_dir = homes.resolve_home(opts.home)
+    try:
+        port_number, _ = locate_port(home_dir, opts.port)
+        with Client(port_number) as client:
+            for team in client.subscribe(opts.team, homes.read_owner_token(home_dir), seconds):
+                show(opts, team, output.show_team)
+                sys.stdout.flush()
+    except Unreachable as error:
+        fail(opts, output.UNREACHABLE, "unreachable", error.detail)
+    except RemoteError as error:
+        fail(opts, output.PROTOCOL_ERROR, error.code, error.detail)
+
+
+@team_app.command()
+def export(
+    ctx: typer.Context,
+    *,
+    out: Annotated[Path, typer.Option("--out", help="New file for the copy (never overwritten).")],
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+) -> None:
+    """Write a consistent backup of the team's ledger (safe beside a running daemon)."""
+    from harness.io.doctor import export_team
+    from harness.io.journal import CorruptState
+
+    opts = _opts(ctx, json_out, home, None, None)
+    if not opts.team:
+        usage(opts, "'export' needs --team TEAM_ID")
+    try:
+        result = export_team(homes.resolve_home(opts.home), opts.team, out)
+    except CorruptState as error:
+        fail(
+            opts, output.PROTOCOL_ERROR, "corrupt_state", f"{error}; copy the directory byte for byte instead"
+        )
+    except FileNotFoundError:
+        fail(opts, output.PROTOCOL_ERROR, "not_found", f"no ledger of team {opts.team!r}")
+    except FileExistsError as error:
+        usage(opts, str(error))
+    show(opts, result, output.show_mapping)
+
+
+# --- harness daemon -----------------------------------------------------------------------------------------
+
+
+@daemon_app.command()
+def run(
+    home: HomeOpt = None,
+    port: Annotated[int, typer.Option("--port", help="Loopback port; 0 picks a free one.")] = 0,
+    json_out: JsonOpt = False,
+) -> None:
+    """Run the daemon in the foreground; Ctrl-C or SIGTERM stops it cleanly."""
+    import trio
+
+    from harness.io.daemon import Daemon, limits_from_env, serve_until_signalled
+
+    opts = Options().merge(json_out, home, port, None)
+    try:
+        limits = limits_from_env()
+    except ValueError as error:
+        usage(opts, str(error))
+    try:
+        trio.run(serve_until_signalled, Daemon(homes.resolve_home(home), limits=limits), port)
+    except homes.DaemonRunning as error:
+        fail(opts, output.PROTOCOL_ERROR, "conflict", str(error))
+    except (homes.HomeError, OSError) as error:
+        fail(opts, output.PROTOCOL_ERROR, "bad_request", f"cannot run the daemon: {error}")
+
+
+def _running(opts: Options, home: Path) -> dict[str, Any]:
+    """daemon.json of a daemon that answers on its port, or exit 3."""
+    try:
+        port, info = locate_port(home, None)
+        assert info is not None
+        with Client(port) as client:
+            capabilities = client.check_compatible()
+    except Unreachable as error:
+        fail(opts, output.UNREACHABLE, "unreachable", error.detail)
+    except (Uncertain, RemoteError) as error:
+        fail(
+            opts,
+            output.UNREACHABLE,
+            "unreachable",
+            f"the daemon on port {port} does not answer: {error.detail}",
+        )
+    if capabilities.get("machineId") != info.get("machineId"):
+        fail(
+            opts, output.UNREACHABLE, "unreachable", f"port {port} is another daemon's; {home} has no daemon"
+        )
+    return {**info, "home": str(home), "running": True}
+
+
+@daemon_app.command()
+def start(
+    home: HomeOpt = None,
+    port: Annotated[int, typer.Option("--port", help="Loopback port; 0 picks a free one.")] = 0,
+    json_out: JsonOpt = False,
+) -> None:
+    """Start the daemon in the background and wait until it listens."""
+    opts = Options().merge(json_out, home, port, None)
+    home_dir = homes.ensure_home(homes.resolve_home(home))
+    info = homes.read_daemon_info(home_dir)
+    if info is not None and isinstance(info.get("pid"), int) and homes.pid_alive(info["pid"]):
+        fail(
+            opts,
+            output.PROTOCOL_ERROR,
+            "conflict",
+            f"a daemon is already running for {home_dir} (pid {info['pid']}, port {info.get('port')})",
+        )
+    log_fd = os.open(
+        home_dir / homes.LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, homes.PRIVATE_FILE_MODE
+    )
+    try:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "harness.cli.main",
+                "daemon",
+                "run",
+                "--home",
+                str(home_dir),
+                "--port",
+                str(port),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=log_fd,
+            stderr=log_fd,
+            start_new_session=True,
+        )
+    finally:
+        os.close(log_fd)
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        info = homes.read_daemon_info(home_dir)
+        if info is not None and info.get("pid") == process.pid:
+            show(opts, {**info, "home": str(home_dir), "running": True}, output.show_mapping)
+            return
+        if process.poll() is not None:
+            log = (home_dir / homes.LOG_FILE).read_text(errors="replace").strip().splitlines()
+            fail(
+                opts,
+                output.PROTOCOL_ERROR,
+                "conflict" if log and "already running" in log[-1] else "offline",
+                f"the daemon exited at start: {log[-1] if log else process.returncode}",
+            )
+        time.sleep(0.02)
+    fail(opts, output.UNREACHABLE, "unreachable", f"the daemon did not start within {START_TIMEOUT:g} s")
+
+
+@daemon_app.command()
+def stop(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
+    """Stop the background daemon cleanly (SIGTERM) and wait until it is gone."""
+    opts = Options().merge(json_out, home, None, None)
+    home_dir = homes.resolve_home(home)
+    info = _running(opts, home_dir)
+    pid = int(info["pid"])
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT
+    while homes.pid_alive(pid):
+        if time.monotonic() > deadline:
+            fail(opts, output.UNCERTAIN, "uncertain", f"pid {pid} did not stop within {STOP_TIMEOUT:g} s")
+        time.sleep(0.02)
+    show(opts, {"stopped": True, "pid": pid, "home": str(home_dir)}, output.show_mapping)
+
+
+@daemon_app.command("status")
+def daemon_status(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
+    """Whether a daemon runs for the data directory: machineId, port, pid."""
+    opts = Options().merge(json_out, home, None, None)
+    show(opts, _running(opts, homes.resolve_home(home)), output.show_mapping)
+
+
+# --- other commands -----------------------------------------------------------------------------------------
+
+
+@app.command()
+def doctor(
+    team: TeamOpt = None,
+    home: HomeOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Check every ledger store (read-only, safe beside a running daemon); exit 1 if any is damaged."""
+    from harness.io.doctor import inspect_data_dir
+
+    opts = Options().merge(json_out, home, None, None)
+    report = inspect_data_dir(homes.resolve_home(home), team_id=team)
+    if opts.json:
+        output.emit_json(report)
+    else:
+        for store in report["stores"]:  # type: ignore[attr-defined]
+            damage = store.get("damage")
+            what = store.get("teamId") or store.get("kind")
+            state = (
+                "ok"
+                if store["ok"]
+                else f"DAMAGED: {damage}"
+                if damage
+                else f"problems: {store.get('permissions')}"
+            )
+            print(f"{what}: {state}")
+        print("all stores healthy" if report["ok"] else "some stores need attention (see above)")
+    if not report["ok"]:
+        raise typer.Exit(output.PROTOCOL_ERROR)
+
+
+@app.command()
+def demo() -> None:
+    """Run a throw-away daemon and walk one question through ask, inbox, reply and wait."""
+    from harness.cli.demo import run_demo
+
+    run_demo()

@@ -1,0 +1,390 @@
+# The `harness team` commands as plain functions, plus a fast path that parses the common invocations
+# without Typer. Agents call these inside their turns, and Typer 0.29 builds pydantic adapters for every
+# parameter at parse time (well over 100 ms); the fast path takes the exact grammar of the Typer commands
+# and hands anything else (help, a typo, a missing argument) to Typer, which then explains it. Both paths
+# run the same functions below; a test keeps the two option tables equal.
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+from harness.cli import output
+from harness.io import home as homes
+from harness.io.client import (
+    REPLY_TIMEOUT,
+    Client,
+    RemoteError,
+    Uncertain,
+    Unreachable,
+    incompatibility,
+    locate_port,
+)
+from harness.io.rpc import INCOMPATIBLE
+
+MEMBER_KEY_ENV = "HARNESS_MEMBER_KEY"
+DEFAULT_WAIT_SECONDS = 30.0
+
+
+class Options:
+    """Options given on `harness team` and on its subcommands; the subcommand's win."""
+
+    def __init__(self) -> None:
+        self.team: str | None = None
+        self.json = False
+        self.home: str | None = None
+        self.port: int | None = None
+        self.key: str | None = None
+
+    def merge(self, json_out: bool, home: str | None, port: int | None, key: str | None) -> Options:
+        self.json = self.json or json_out
+        self.home = home or self.home
+        self.port = port if port is not None else self.port
+        self.key = key or self.key
+        return self
+
+
+def fail(opts: Options, status: int, code: str, detail: str, operation_id: str | None = None) -> NoReturn:
+    output.emit_error(opts.json, code, detail, operation_id)
+    raise SystemExit(status)
+
+
+def usage(opts: Options, detail: str) -> NoReturn:
+    fail(opts, output.USAGE, "bad_request", detail)
+
+
+def call(
+    opts: Options,
+    action: str,
+    fields: dict[str, Any] | None = None,
+    *,
+    team: bool = True,
+    operation_id: str | None = None,
+    timeout: float = REPLY_TIMEOUT,
+) -> Any:
+    """One request to the daemon of `opts.home`, with the contract's exit status for every failure."""
+    if team and not opts.team:
+        usage(opts, f"'{action}' needs --team TEAM_ID")
+    home = homes.resolve_home(opts.home)
+    try:
+        port, info = locate_port(home, opts.port)
+        if info is not None:
+            problem = incompatibility(info.get("protocol"), info.get("protocolRevision"))
+            if problem is not None:
+                raise RemoteError(INCOMPATIBLE, problem)
+        with Client(port) as client:
+            if info is None:
+                client.check_compatible()
+            return client.request(
+                action,
+                team_id=opts.team if team else None,
+                member_key=opts.key,
+                owner_token=None if opts.key else homes.read_owner_token(home),
+                fields=fields,
+                operation_id=operation_id,
+                timeout=timeout,
+            )
+    except Unreachable as error:
+        fail(opts, output.UNREACHABLE, "unreachable", error.detail)
+    except Uncertain as error:
+        detail = f"{error.detail}; the outcome is unknown"
+        fail(opts, output.UNCERTAIN, "uncertain", detail, error.operation_id)
+    except RemoteError as error:
+        fail(opts, output.PROTOCOL_ERROR, error.code, error.detail, error.operation_id)
+
+
+def show(opts: Options, result: Any, render: Callable[[Any], None]) -> None:
+    if opts.json:
+        output.emit_json(result)
+    else:
+        render(result)
+
+
+def read_text(opts: Options, text: str | None, text_file: Path | None, what: str) -> str:
+    if (text is None) == (text_file is None):
+        usage(opts, f"give the {what} as an argument or with --text-file, not both and not neither")
+    if text_file is None:
+        assert text is not None
+        return text
+    try:
+        return sys.stdin.read() if str(text_file) == "-" else text_file.read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        usage(opts, f"cannot read {text_file}: {error}")
+
+
+def read_json_file(opts: Options, path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(sys.stdin.read() if str(path) == "-" else path.read_text())
+    except (OSError, ValueError) as error:
+        usage(opts, f"cannot read {path} as JSON: {error}")
+    if not isinstance(data, dict):
+        usage(opts, f"{path} must hold one JSON object")
+    return data
+
+
+# --- the team commands: `v` holds the command's own arguments and options by their Python names -----------
+
+Values = dict[str, Any]
+
+
+def run_create(opts: Options, v: Values) -> None:
+    data = read_json_file(opts, v["file"])
+    data.setdefault("id", secrets.token_hex(16))  # drawn here so an uncertain outcome can name it
+    show(opts, call(opts, "create", data, team=False, operation_id=str(data["id"])), output.show_team)
+
+
+def run_list(opts: Options, v: Values) -> None:
+    show(opts, call(opts, "list", team=False), output.show_list)
+
+
+def run_get(opts: Options, v: Values) -> None:
+    show(opts, call(opts, "get"), output.show_team)
+
+
+def run_members(opts: Options, v: Values) -> None:
+    show(opts, call(opts, "members"), output.show_members)
+
+
+def run_add(opts: Options, v: Values) -> None:
+    data = read_json_file(opts, v["file"])
+    data.setdefault("id", secrets.token_hex(16))
+    show(opts, call(opts, "add", data, operation_id=str(data["id"])), output.show_member)
+
+
+def run_remove(opts: Options, v: Values) -> None:
+    show(opts, call(opts, "remove", {"memberId": v["membership_id"]}), output.show_member)
+
+
+def run_key(opts: Options, v: Values) -> None:
+    show(opts, call(opts, "key", {"memberId": v["member"]}), output.show_mapping)
+
+
+def run_pause(opts: Options, v: Values) -> None:
+    show(opts, call(opts, "pause"), output.show_team)
+
+
+def run_resume(opts: Options, v: Values) -> None:
+    show(opts, call(opts, "resume"), output.show_team)
+
+
+def run_archive(opts: Options, v: Values) -> None:
+    show(opts, call(opts, "archive"), output.show_team)
+
+
+def run_ask(opts: Options, v: Values) -> None:
+    body = read_text(opts, v["text"], v["text_file"], "question")
+    question_id = v["operation_id"] or secrets.token_hex(16)
+    fields = {
+        "id": question_id,
+        "to": v["to"],
+        "text": body,
+        "context": v["context"],
+        "ttlMs": None if v["ttl"] is None else round(v["ttl"] * 1000),
+        "parentId": v["parent"],
+        "notify": False if v["no_notify"] else None,
+        "from": v["from_member"],
+    }
+    show(opts, call(opts, "ask", fields, operation_id=question_id), output.show_exchange)
+
+
+def run_reply(opts: Options, v: Values) -> None:
+    body = read_text(opts, v["text"], v["text_file"], "answer")
+    fields = {
+        "questionId": v["question_id"],
+        "text": body,
+        "evidence": v["evidence"] or None,
+        "memberId": v["member"],
+    }
+    show(opts, call(opts, "reply", fields), output.show_exchange)
+
+
+def run_inbox(opts: Options, v: Values) -> None:
+    show(opts, call(opts, "inbox"), output.show_inbox)
+
+
+def run_status(opts: Options, v: Values) -> None:
+    show(opts, call(opts, "status", {"questionId": v["question_id"]}), output.show_status)
+
+
+def run_wait(opts: Options, v: Values) -> None:
+    seconds = float(v["seconds"])
+    fields = {"questionId": v["question_id"], "seconds": seconds}
+    show(opts, call(opts, "wait", fields, timeout=seconds + REPLY_TIMEOUT), output.show_wait)
+
+
+def run_cancel(opts: Options, v: Values) -> None:
+    show(opts, call(opts, "cancel", {"questionId": v["question_id"]}), output.show_exchange)
+
+
+def run_capabilities(opts: Options, v: Values) -> None:
+    show(opts, call(opts, "capabilities", team=False), output.show_mapping)
+
+
+# --- the fast path ------------------------------------------------------------------------------------------
+
+# Option kinds: "flag" (no value), "str", "int", "float", "path", "list" (repeatable str).
+COMMON_OPTIONS: dict[str, tuple[str, str]] = {
+    "--json": ("json", "flag"),
+    "--home": ("home", "str"),
+    "--port": ("port", "int"),
+    "--key": ("key", "str"),
+}
+GROUP_OPTIONS: dict[str, tuple[str, str]] = {**COMMON_OPTIONS, "--team": ("team", "str")}
+
+
+@dataclass(frozen=True)
+class Spec:
+    run: Callable[[Options, Values], None]
+    required: tuple[str, ...] = ()  # positional arguments
+    optional: tuple[str, ...] = ()  # positional arguments after the required ones
+    options: dict[str, tuple[str, str]] = field(default_factory=dict)
+    defaults: dict[str, Any] = field(default_factory=dict)
+
+
+SPECS: dict[str, Spec] = {
+    "create": Spec(run_create, options={"--file": ("file", "path")}),
+    "list": Spec(run_list),
+    "get": Spec(run_get),
+    "members": Spec(run_members),
+    "add": Spec(run_add, options={"--file": ("file", "path")}),
+    "remove": Spec(run_remove, ("membership_id",)),
+    "key": Spec(run_key, ("member",)),
+    "pause": Spec(run_pause),
+    "resume": Spec(run_resume),
+    "archive": Spec(run_archive),
+    "ask": Spec(
+        run_ask,
+        ("to",),
+        ("text",),
+        {
+            "--context": ("context", "str"),
+            "--ttl": ("ttl", "float"),
+            "--parent": ("parent", "str"),
+            "--no-notify": ("no_notify", "flag"),
+            "--id": ("operation_id", "str"),
+            "--text-file": ("text_file", "path"),
+            "--from": ("from_member", "str"),
+        },
+    ),
+    "reply": Spec(
+        run_reply,
+        ("question_id",),
+        ("text",),
+        {
+            "--evidence": ("evidence", "list"),
+            "--text-file": ("text_file", "path"),
+            "--member": ("member", "str"),
+        },
+    ),
+    "inbox": Spec(run_inbox),
+    "status": Spec(run_status, (), ("question_id",)),
+    "wait": Spec(
+        run_wait, ("question_id",), (), {"--seconds": ("seconds", "float")}, {"seconds": DEFAULT_WAIT_SECONDS}
+    ),
+    "cancel": Spec(run_cancel, ("question_id",)),
+    "capabilities": Spec(run_capabilities),
+}
+
+_REQUIRED = {"create": ("file",), "add": ("file",)}  # options without a default
+
+
+def _convert(kind: str, raw: str) -> Any:
+    if kind == "int":
+        return int(raw)
+    if kind == "float":
+        return float(raw)
+    if kind == "path":
+        return Path(raw)
+    return raw
+
+
+class _NotFast(Exception):
+    pass
+
+
+def _take_option(argv: list[str], index: int, table: dict[str, tuple[str, str]], into: Values) -> int:
+    token = argv[index]
+    name, has_value, inline = token.partition("=")
+    if name not in table:
+        raise _NotFast
+    dest, kind = table[name]
+    if kind == "flag":
+        if has_value:
+            raise _NotFast
+        into[dest] = True
+        return index + 1
+    if has_value:
+        raw, index = inline, index + 1
+    elif index + 1 < len(argv):
+        raw, index = argv[index + 1], index + 2
+    else:
+        raise _NotFast
+    try:
+        value = _convert(kind, raw)
+    except ValueError:
+        raise _NotFast from None
+    if kind == "list":
+        into[dest] = [*(into.get(dest) or []), value]
+    else:
+        into[dest] = value
+    return index
+
+
+def parse_fast(argv: list[str]) -> tuple[Spec, Options, Values] | None:
+    """The command, options and values of a plain `team` invocation, or None to let Typer parse it."""
+    if not argv or argv[0] != "team" or "--" in argv:
+        return None
+    try:
+        group: Values = {}
+        index = 1
+        while index < len(argv) and argv[index].startswith("-"):
+            index = _take_option(argv, index, GROUP_OPTIONS, group)
+        if index >= len(argv) or argv[index] not in SPECS:
+            return None
+        command = argv[index]
+        spec = SPECS[command]
+        values: Values = {dest: None for dest, _kind in spec.options.values()}
+        values.update({dest: False for dest, kind in spec.options.values() if kind == "flag"})
+        values.update(spec.defaults)
+        table = {**COMMON_OPTIONS, **spec.options}
+        common: Values = {}
+        positionals: list[str] = []
+        index += 1
+        while index < len(argv):
+            token = argv[index]
+            if token.startswith("-") and token != "-":
+                index = _take_option(
+                    argv, index, table, values if token.partition("=")[0] in spec.options else common
+                )
+            else:
+                positionals.append(token)
+                index += 1
+    except _NotFast:
+        return None
+    names = spec.required + spec.optional
+    if not len(spec.required) <= len(positionals) <= len(names):
+        return None
+    if any(values.get(dest) is None for dest in _REQUIRED.get(command, ())):
+        return None
+    values.update(dict(zip(names, positionals, strict=False)))
+    values.update({name: None for name in names[len(positionals) :]})
+    opts = Options().merge(bool(group.get("json")), group.get("home"), group.get("port"), group.get("key"))
+    opts.team = group.get("team")
+    opts.merge(bool(common.get("json")), common.get("home"), common.get("port"), common.get("key"))
+    opts.key = opts.key or os.environ.get(MEMBER_KEY_ENV) or None
+    return spec, opts, values
+
+
+def run_fast(argv: list[str]) -> bool:
+    """Run `argv` without Typer when it is a plain team command; False when Typer must handle it."""
+    parsed = parse_fast(argv)
+    if parsed is None:
+        return False
+    spec, opts, values = parsed
+    spec.run(opts, values)
+    return True

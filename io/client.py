@@ -1,0 +1,274 @@
+# The client side of the `team` RPC: a small blocking WebSocket client over one loopback socket. Agents run
+# the CLI inside their turns, so a call must start fast: no trio, no core, only the standard library plus
+# wsproto (imported when a connection opens). The failure classes are the contract's exit statuses: the
+# daemon is not there (3), the request went out but its answer did not come back (4, retry with the same
+# operation id), or the daemon answered with a protocol error (1).
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.io import home as homes
+from harness.io.rpc import (
+    INCOMPATIBLE,
+    MAX_FRAME_BYTES,
+    PROTOCOL,
+    PROTOCOL_REVISION,
+    RESULT_TYPE,
+    SNAPSHOT_TYPE,
+    request_frame,
+)
+
+if TYPE_CHECKING:
+    import wsproto
+
+HOST = "127.0.0.1"
+CONNECT_TIMEOUT = 5.0
+REPLY_TIMEOUT = 60.0  # beyond a request's own waiting time (`wait --seconds`)
+_RECEIVE_BYTES = 65536
+
+
+class ClientError(Exception):
+    def __init__(self, detail: str, operation_id: str | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.operation_id = operation_id
+
+
+class Unreachable(ClientError):
+    """No daemon answered: nothing was sent."""
+
+
+class Uncertain(ClientError):
+    """The request was sent but no answer came back: it may or may not have happened."""
+
+
+class RemoteError(ClientError):
+    """The daemon answered with a protocol error."""
+
+    def __init__(
+        self, code: str, detail: str, operation_id: str | None = None, bound: str | None = None
+    ) -> None:
+        super().__init__(detail, operation_id)
+        self.code = code
+        self.bound = bound
+
+
+class _Closed(Exception):
+    pass
+
+
+def locate_port(home: Path, port: int | None) -> tuple[int, dict[str, Any] | None]:
+    """The daemon's port: `--port`, else what daemon.json of `home` says (with that file's contents)."""
+    if port is not None:
+        return port, None
+    try:
+        info = homes.read_daemon_info(home)
+    except homes.HomeError as error:
+        raise Unreachable(str(error)) from None
+    if info is None:
+        raise Unreachable(
+            f"no daemon is running for {home} (no daemon.json); start one with `harness daemon start`"
+        )
+    pid, found = info.get("pid"), info.get("port")
+    if not isinstance(found, int) or not isinstance(pid, int):
+        raise Unreachable(f"{home / homes.DAEMON_FILE} does not name a port and pid")
+    if not homes.pid_alive(pid):
+        raise Unreachable(f"the daemon recorded in {home / homes.DAEMON_FILE} (pid {pid}) is not running")
+    return found, info
+
+
+def incompatibility(protocol: object, revision: object) -> str | None:
+    """Why a daemon that reports `protocol`/`revision` cannot serve this client, or None."""
+    if protocol != PROTOCOL:
+        return f"the daemon speaks {protocol!r}, this client {PROTOCOL!r}"
+    if not isinstance(revision, int) or revision < PROTOCOL_REVISION:
+        return (
+            f"the daemon is older (protocol revision {revision}) than this client (revision "
+            f"{PROTOCOL_REVISION}); restart it: `harness daemon stop` then `harness daemon start`"
+        )
+    return None
+
+
+class Client:
+    """One connection to a daemon. Use as a context manager; every method blocks."""
+
+    def __init__(self, port: int, *, host: str = HOST) -> None:
+        self.port = port
+        self.host = host
+        self._sock: socket.socket | None = None
+        self._ws: wsproto.WSConnection | None = None
+        self._frames: list[str] = []
+        self._parts: list[str] = []
+
+    def __enter__(self) -> Client:
+        self.connect()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def connect(self) -> None:
+        from wsproto import ConnectionType, WSConnection
+        from wsproto.events import AcceptConnection, RejectConnection, Request
+
+        try:
+            sock = socket.create_connection((self.host, self.port), timeout=CONNECT_TIMEOUT)
+        except OSError as error:
+            raise Unreachable(
+                f"no daemon answers on {self.host}:{self.port} ({error.strerror or error})"
+            ) from None
+        self._sock = sock
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._ws = ws = WSConnection(ConnectionType.CLIENT)
+        try:
+            sock.sendall(ws.send(Request(host=f"{self.host}:{self.port}", target="/")))
+            while True:
+                for event in self._events():
+                    if isinstance(event, AcceptConnection):
+                        return
+                    if isinstance(event, RejectConnection):
+                        raise Unreachable(f"{self.host}:{self.port} refused the WebSocket handshake")
+        except (OSError, _Closed) as error:
+            self.close()
+            raise Unreachable(f"{self.host}:{self.port} is not a harness daemon ({error})") from None
+
+    def close(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is None:
+            return
+        if self._ws is not None:
+            from wsproto.events import CloseConnection
+
+            # Best effort: the connection may already be gone or mid-close (wsproto then refuses to send).
+            with contextlib.suppress(Exception):
+                sock.sendall(self._ws.send(CloseConnection(code=1000)))
+        sock.close()
+
+    def _events(self) -> Iterator[object]:
+        assert self._sock is not None and self._ws is not None
+        data = self._sock.recv(_RECEIVE_BYTES)
+        if not data:
+            raise _Closed("connection closed")
+        self._ws.receive_data(data)
+        yield from self._ws.events()
+
+    def _send(self, text: str) -> None:
+        from wsproto.events import TextMessage
+
+        assert self._sock is not None and self._ws is not None
+        self._sock.sendall(self._ws.send(TextMessage(data=text)))
+
+    def _receive(self, timeout: float) -> str:
+        """The next text frame from the daemon; answers pings; raises _Closed or TimeoutError."""
+        from wsproto.events import CloseConnection, Ping, TextMessage
+
+        assert self._sock is not None and self._ws is not None
+        self._sock.settimeout(timeout)
+        while not self._frames:
+            for event in self._events():
+                if isinstance(event, TextMessage):
+                    self._parts.append(event.data)
+                    if event.message_finished:
+                        self._frames.append("".join(self._parts))
+                        self._parts.clear()
+                elif isinstance(event, Ping):
+                    self._sock.sendall(self._ws.send(event.response()))
+                elif isinstance(event, CloseConnection):
+                    raise _Closed(
+                        f"the daemon closed the connection ({event.code} {event.reason or ''})".strip()
+                    )
+        return self._frames.pop(0)
+
+    def send_raw(self, text: str) -> None:
+        """Send one frame as is (tests and fuzzing)."""
+        self._send(text)
+
+    def receive_raw(self, timeout: float = REPLY_TIMEOUT) -> dict[str, Any]:
+        frame: dict[str, Any] = json.loads(self._receive(timeout))
+        return frame
+
+    def request(
+        self,
+        action: str,
+        *,
+        team_id: str | None = None,
+        member_key: str | None = None,
+        owner_token: str | None = None,
+        fields: dict[str, Any] | None = None,
+        operation_id: str | None = None,
+        timeout: float = REPLY_TIMEOUT,
+    ) -> Any:
+        """Send one request and return its result; raises RemoteError, Uncertain or Unreachable."""
+        if self._sock is None:
+            raise Unreachable("not connected")
+        request_id = secrets.token_hex(8)
+        frame = request_frame(
+            request_id, action, team_id=team_id, member_key=member_key, owner_token=owner_token, fields=fields
+        )
+        if len(frame.encode()) > MAX_FRAME_BYTES:
+            raise RemoteError(
+                "bad_request", f"the request is larger than {MAX_FRAME_BYTES} bytes", operation_id
+            )
+        try:
+            self._send(frame)
+        except OSError as error:
+            raise Uncertain(f"the connection broke while sending ({error})", operation_id) from None
+        return self._result(request_id, operation_id, timeout)
+
+    def _result(self, request_id: str, operation_id: str | None, timeout: float) -> Any:
+        while True:
+            try:
+                reply = json.loads(self._receive(timeout))
+            except TimeoutError:
+                raise Uncertain(f"no answer within {timeout:g} s", operation_id) from None
+            except (OSError, _Closed) as error:
+                raise Uncertain(f"the daemon went away before answering ({error})", operation_id) from None
+            if not isinstance(reply, dict) or reply.get("requestId") != request_id:
+                continue  # a frame of another request on this connection (a subscription's snapshot)
+            if reply.get("type") != RESULT_TYPE:
+                continue
+            if "error" in reply:
+                raise RemoteError(
+                    str(reply["error"]),
+                    str(reply.get("detail", "")),
+                    reply.get("operationId", operation_id),
+                    reply.get("bound"),
+                )
+            return reply.get("result")
+
+    def check_compatible(self) -> dict[str, Any]:
+        """Ask the daemon what it speaks; raise RemoteError(incompatible) when it cannot serve this client."""
+        try:
+            capabilities = self.request("capabilities")
+        except RemoteError as error:  # a daemon so old it does not know `capabilities`
+            raise RemoteError(
+                INCOMPATIBLE, f"the daemon on port {self.port} does not speak {PROTOCOL}: {error.detail}"
+            ) from None
+        if not isinstance(capabilities, dict):
+            raise RemoteError(INCOMPATIBLE, "the daemon's capabilities are not an object")
+        problem = incompatibility(capabilities.get("protocol"), capabilities.get("protocolRevision"))
+        if problem is not None:
+            raise RemoteError(INCOMPATIBLE, problem)
+        return capabilities
+
+    def subscribe(self, team_id: str, owner_token: str | None, timeout: float | None = None) -> Iterator[Any]:
+        """Team snapshots as they change, the current one first. Ends when the daemon closes or `timeout`
+        seconds pass without a change."""
+        request_id = secrets.token_hex(8)
+        self._send(request_frame(request_id, "subscribe", team_id=team_id, owner_token=owner_token))
+        yield self._result(request_id, None, REPLY_TIMEOUT)
+        while True:
+            try:
+                frame = json.loads(self._receive(timeout if timeout is not None else 1e9))
+            except (TimeoutError, OSError, _Closed):
+                return
+            if frame.get("type") == SNAPSHOT_TYPE and frame.get("requestId") == request_id:
+                yield frame["team"]
+            elif frame.get("requestId") == request_id and "error" in frame:
+                raise RemoteError(str(frame["error"]), str(frame.get("detail", "")))

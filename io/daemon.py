@@ -1,0 +1,890 @@
+# The machine daemon: the trio shell around the owner's team ledger. It owns the data directory, serves the
+# `team` RPC on loopback, and is the only place where time, random ids and durability enter.
+#
+# Shape (persist before act, as in raft's Ready rule):
+# - RPC handlers, the timer and delivery reports send commands over one bounded channel to the ledger task,
+#   the only writer of the ledger. It stamps the time, runs `step`, and for an accepted change queues the
+#   command's journal append at once, so commands that arrive during an fsync share it (group commit).
+# - The finisher takes the stepped commands in order, waits until each is durable, then publishes the new
+#   state to readers, waiters and watchers, hands effects to the delivery worker, and only then answers.
+#   Readers see only durable state; nothing leaves the process before the command that caused it is on disk.
+# - A handler that loses its client keeps waiting (shielded), so a disconnect never cancels or repeats work.
+# - Shutdown stops intake first, then lets every queued command become durable before the stores close.
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import json
+import math
+import os
+import secrets
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest, serve_websocket
+
+from harness.core.codec import (
+    command_from_json,
+    command_to_json,
+    exchange_view,
+    from_json,
+    member_view,
+    team_summary,
+    team_view,
+    to_json,
+)
+from harness.core.commands import (
+    AddMember,
+    ArchiveTeam,
+    Ask,
+    Cancel,
+    CreateTeam,
+    NewMember,
+    PauseTeam,
+    RecordDelivery,
+    RemoveMember,
+    Reply,
+    ResumeTeam,
+    TeamCommand,
+    Tick,
+)
+from harness.core.effects import (
+    ArmTimer,
+    HoldTeam,
+    ReleaseTeam,
+    SubmitNotice,
+    WithdrawMember,
+    WithdrawNotice,
+    WithdrawTeam,
+    notice_id,
+)
+from harness.core.errors import ErrorCode, Rejected
+from harness.core.limits import DEFAULT_LIMITS, Limits
+from harness.core.outcome import Accepted, reject
+from harness.core.queries import decide_wait, inbox, reader, status, visible_exchange, waiter_for
+from harness.core.records import EMPTY_LEDGER, Exchange, Ledger, Membership, NoticeKind, QuestionState, Team
+from harness.core.team import next_deadline, resolve_member, step
+from harness.io import home as homes
+from harness.io.journal import (
+    CheckpointPolicy,
+    CorruptState,
+    JournalStore,
+    Recovery,
+    StoreError,
+    ledger_store_dir,
+    ledgers_dir,
+)
+from harness.io.rpc import (
+    ACTIONS,
+    BAD_REQUEST,
+    FEATURES,
+    HARD_FRAME_BYTES,
+    PROTOCOL,
+    PROTOCOL_REVISION,
+    FrameError,
+    Request,
+    error_frame,
+    parse_request,
+    result_frame,
+    snapshot_frame,
+)
+from harness.io.team_delivery import (
+    DeliveryReport,
+    Notice,
+    QueueingDelivery,
+    Reporter,
+    TeamDelivery,
+    command_prefix,
+    render_notice,
+)
+
+LIMITS_ENV = "HARNESS_LIMITS"
+HOST = "127.0.0.1"
+# Commands waiting for the ledger task before RPC handlers feel back-pressure.
+LEDGER_QUEUE = 64
+# Commands stepped but not yet durable; bounds the memory a burst can pin and the work a crash can lose.
+PIPELINE_DEPTH = 256
+# Requests one connection may have in flight (waits and subscriptions included); more stop its reads.
+CONNECTION_REQUESTS = 16
+DEFAULT_WAIT_SECONDS = 30.0
+MAX_WAIT_SECONDS = 3600.0
+ID_BYTES = 16
+KEY_BYTES = 24
+
+E = ErrorCode
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def draw_id() -> str:
+    return secrets.token_hex(ID_BYTES)
+
+
+def limits_from_env() -> Limits:
+    """HARNESS_LIMITS='{"pendingPerSender": 2, ...}' shrinks bounds (tests); camelCase Limits fields."""
+    raw = os.environ.get(LIMITS_ENV)
+    if not raw:
+        return DEFAULT_LIMITS
+    try:
+        data = json.loads(raw)
+    except ValueError as error:
+        raise ValueError(f"{LIMITS_ENV} is not JSON: {error}") from None
+    limits = from_json(data, Limits)
+    if isinstance(limits, Rejected):
+        raise ValueError(f"{LIMITS_ENV}: {limits.detail}")
+    return limits
+
+
+class ActionError(Exception):
+    """A request the daemon answers with an error frame (a protocol error, not a daemon fault)."""
+
+    def __init__(
+        self, code: str, detail: str, operation_id: str | None = None, bound: str | None = None
+    ) -> None:
+        super().__init__(f"{code}: {detail}")
+        self.code = code
+        self.detail = detail if bound is None else f"{detail} (bound {bound})"
+        self.operation_id = operation_id
+        self.bound = bound
+
+
+def _error(rejected: Rejected, operation_id: str | None = None) -> ActionError:
+    return ActionError(rejected.code.value, rejected.detail, operation_id, rejected.bound)
+
+
+@attrs.define
+class Pending:
+    """One command on its way through the ledger task and the finisher."""
+
+    command: TeamCommand
+    done: trio.Event = attrs.Factory(trio.Event)
+    outcome: Accepted[Ledger] | Rejected | None = None
+    persisted: trio.Event | None = None  # set when the journal append finished (None: nothing to persist)
+    seq: int = 0
+    failure: BaseException | None = None
+
+
+@attrs.frozen
+class Consume:
+    """A member read these notices' subjects in its inbox (a delivery-side effect of a read)."""
+
+    team_id: str
+    notice_ids: tuple[str, ...]
+
+
+DeliveryWork = Notice | WithdrawNotice | HoldTeam | ReleaseTeam | WithdrawTeam | WithdrawMember | Consume
+
+
+def _with_team(ledger: Ledger, team_id: str, team: Team | None) -> Ledger:
+    if team is None:
+        return Ledger(ledger.teams.delete(team_id)) if team_id in ledger.teams else ledger
+    return Ledger(ledger.teams.set(team_id, team))
+
+
+class ReplayError(Exception):
+    pass
+
+
+def replay(team_id: str, recovery: Recovery, limits: Limits) -> tuple[Team | None, int]:
+    """Rebuild one team from its checkpoint and journal; also the latest command time seen."""
+    ledger = EMPTY_LEDGER
+    if recovery.checkpoint is not None:
+        team = from_json(recovery.checkpoint, Team)
+        if isinstance(team, Rejected):
+            raise ReplayError(f"checkpoint {recovery.checkpoint_seq} is not a team: {team.detail}")
+        ledger = _with_team(ledger, team_id, team)
+    last_at = 0
+    for entry in recovery.entries:
+        command = command_from_json(entry.body)
+        if isinstance(command, Rejected):
+            raise ReplayError(f"journal entry {entry.seq} is not a command: {command.detail}")
+        if command.team_id != team_id:
+            raise ReplayError(f"journal entry {entry.seq} belongs to team {command.team_id!r}")
+        outcome = step(ledger, command, limits)
+        if isinstance(outcome, Rejected):
+            raise ReplayError(
+                f"journal entry {entry.seq} was refused on replay ({outcome.code}: {outcome.detail}); "
+                f"were the limits ({LIMITS_ENV}) changed since it was accepted?"
+            )
+        ledger = outcome.state
+        last_at = max(last_at, command.at)
+    return ledger.teams.get(team_id), last_at
+
+
+class Daemon:
+    """One daemon per data directory. `await nursery.start(daemon.run, port)` returns once it listens."""
+
+    def __init__(
+        self,
+        home: Path,
+        *,
+        limits: Limits = DEFAULT_LIMITS,
+        clock: Callable[[], int] = now_ms,
+        checkpoint_policy: CheckpointPolicy | None = None,
+        delivery: Callable[[Reporter], TeamDelivery] = QueueingDelivery,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.home = home
+        self.limits = limits
+        self.clock = clock
+        self.port = 0
+        self.machine_id = ""
+        self.internal_errors = 0  # handler faults (bugs); tests assert it stays 0
+        self._checkpoints = checkpoint_policy or CheckpointPolicy()
+        self._delivery = delivery(self._report)
+        self._log = log or (lambda line: print(f"harness daemon: {line}", file=sys.stderr, flush=True))
+        self._token = ""
+        self.working: Ledger = EMPTY_LEDGER  # stepped, maybe not yet durable: only the ledger task reads it
+        self.durable: Ledger = EMPTY_LEDGER  # what readers see
+        self.stores: dict[str, JournalStore] = {}
+        self.unavailable: dict[str, str] = {}  # team id -> why it is stopped (corrupt or failed store)
+        self._changed: dict[str, trio.Event] = {}
+        self._timers: dict[str, int] = {}
+        self._timers_changed = trio.Event()
+        self._last_at = 0
+        self._send, self._receive = trio.open_memory_channel[Pending](LEDGER_QUEUE)
+        # Unbounded on purpose: the finisher must never wait for the delivery worker, which itself sends
+        # reports back into the ledger queue; a bound here could close that loop into a deadlock.
+        self._work_send, self._work_receive = trio.open_memory_channel[DeliveryWork](math.inf)
+        self._stop_scope: trio.CancelScope | None = None
+        self._stop_requested = False
+
+    # --- lifecycle ----------------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop taking requests; queued work still becomes durable before `run` returns."""
+        self._stop_requested = True
+        if self._stop_scope is not None:
+            self._stop_scope.cancel()
+
+    async def run(
+        self, port: int = 0, *, task_status: trio.TaskStatus[Daemon] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        homes.ensure_home(self.home)
+        lock_fd = homes.lock_home(self.home)
+        try:
+            self._token = homes.owner_token(self.home)
+            self.machine_id = homes.machine_id(self.home)
+            await self._recover()
+            try:
+                await self._serve(port, task_status)
+            finally:
+                with trio.CancelScope(shield=True):
+                    for store in self.stores.values():
+                        await store.aclose()
+                    homes.remove_daemon_info(self.home, os.getpid())
+        finally:
+            os.close(lock_fd)
+
+    async def _serve(self, port: int, task_status: trio.TaskStatus[Daemon]) -> None:
+        tickets_send, tickets_receive = trio.open_memory_channel[Pending](PIPELINE_DEPTH)
+        async with trio.open_nursery() as core:
+            core.start_soon(self._ledger_task, tickets_send, core)
+            core.start_soon(self._finisher, tickets_receive)
+            core.start_soon(self._delivery_worker)
+            with trio.CancelScope() as self._stop_scope:
+                if self._stop_requested:
+                    self._stop_scope.cancel()
+                async with trio.open_nursery() as front:
+                    server = await front.start(
+                        partial(
+                            serve_websocket,
+                            self._connection,
+                            HOST,
+                            port,
+                            None,
+                            max_message_size=HARD_FRAME_BYTES,
+                        )
+                    )
+                    self.port = server.port
+                    homes.write_private_json(self.home / homes.DAEMON_FILE, self.info())
+                    front.start_soon(self._timer_task)
+                    self._log(f"listening on {HOST}:{self.port} (home {self.home}, pid {os.getpid()})")
+                    task_status.started(self)
+            # Intake is closed: the ledger drains its queue, then the finisher and the delivery worker theirs.
+            await self._send.aclose()
+        self._log("stopped; every accepted command is durable")
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "pid": os.getpid(),
+            "host": HOST,
+            "port": self.port,
+            "startedAt": now_ms(),
+            "machineId": self.machine_id,
+            "protocol": PROTOCOL,
+            "protocolRevision": PROTOCOL_REVISION,
+        }
+
+    async def _recover(self) -> None:
+        root = ledgers_dir(self.home)
+        names = sorted(os.listdir(root)) if root.is_dir() else []
+        for team_id in names:
+            directory = root / team_id
+            if not directory.is_dir():
+                continue
+            try:
+                store, recovery = await JournalStore.open(directory)
+            except CorruptState as error:
+                self._stop_team(team_id, f"{E.CORRUPT_STATE}: {error}")
+                continue
+            try:
+                team, last_at = replay(team_id, recovery, self.limits)
+            except ReplayError as error:
+                await store.aclose()
+                self._stop_team(team_id, f"{E.CORRUPT_STATE}: {directory}: {error}")
+                continue
+            self.stores[team_id] = store
+            self._last_at = max(self._last_at, last_at)
+            if team is not None:
+                self.durable = _with_team(self.durable, team_id, team)
+                deadline = next_deadline(team)
+                if deadline is not None:
+                    self._timers[team_id] = deadline
+        self.working = self.durable
+
+    def _stop_team(self, team_id: str, why: str) -> None:
+        self.unavailable[team_id] = why
+        self._log(f"team {team_id} stopped: {why}")
+
+    # --- the ledger task, the journal and the finisher ------------------------------------------------------
+
+    async def _ledger_task(self, tickets: trio.MemorySendChannel[Pending], nursery: trio.Nursery) -> None:
+        async with tickets:
+            async for pending in self._receive:
+                await self._step(pending, nursery)
+                await tickets.send(pending)
+
+    async def _step(self, pending: Pending, nursery: trio.Nursery) -> None:
+        self._last_at = max(self._last_at, self.clock())
+        command = pending.command = attrs.evolve(pending.command, at=self._last_at)
+        team_id = command.team_id
+        if team_id in self.unavailable:
+            pending.outcome = reject(E.CORRUPT_STATE, self.unavailable[team_id])
+            return
+        outcome = pending.outcome = step(self.working, command, self.limits)
+        if isinstance(outcome, Rejected) or not outcome.changed:
+            return
+        store = self.stores.get(team_id)
+        if store is None:  # only a new team's create gets here
+            try:
+                store, _ = await JournalStore.open(ledger_store_dir(self.home, team_id))
+            except (StoreError, OSError) as error:
+                detail = f"cannot open the ledger of team {team_id!r}: {error}"
+                pending.outcome = reject(E.CORRUPT_STATE, detail)
+                return
+            self.stores[team_id] = store
+        # Per team: the store open above may have let the finisher revert another team meanwhile.
+        self.working = _with_team(self.working, team_id, outcome.state.teams[team_id])
+        pending.persisted = trio.Event()
+        await nursery.start(self._persist, store, command_to_json(command), pending)
+
+    async def _persist(
+        self, store: JournalStore, entry: dict[str, Any], pending: Pending, task_status: trio.TaskStatus[None]
+    ) -> None:
+        # `started()` does not yield, and `append` takes its sequence number before its first checkpoint, so
+        # journal order is exactly the order in which the ledger task stepped the commands.
+        task_status.started()
+        try:
+            pending.seq = await store.append(entry)
+        except (StoreError, trio.ClosedResourceError, ValueError, TypeError) as error:
+            pending.failure = error
+        finally:
+            assert pending.persisted is not None
+            pending.persisted.set()
+
+    async def _finisher(self, tickets: trio.MemoryReceiveChannel[Pending]) -> None:
+        async with self._work_send:
+            async for pending in tickets:
+                team_id = pending.command.team_id
+                checkpoint = False
+                if pending.persisted is not None:
+                    await pending.persisted.wait()
+                    if pending.failure is not None:
+                        self._fail_team(team_id, pending.failure)
+                    else:
+                        checkpoint = self._commit(pending)
+                if team_id in self.unavailable:
+                    # Stepped on state that never became durable: the only honest answer is the failure.
+                    pending.outcome = reject(E.CORRUPT_STATE, self.unavailable[team_id])
+                pending.done.set()
+                if checkpoint:
+                    await self._checkpoint(team_id, pending.seq)
+
+    def _commit(self, pending: Pending) -> bool:
+        outcome = pending.outcome
+        assert isinstance(outcome, Accepted)
+        team_id = pending.command.team_id
+        team = outcome.state.teams[team_id]
+        self.durable = _with_team(self.durable, team_id, team)
+        for effect in outcome.effects:
+            if isinstance(effect, ArmTimer):
+                self._arm(team_id, effect.at)
+            elif isinstance(effect, SubmitNotice):
+                self._work_send.send_nowait(render_notice(self.home, team, effect, self.limits))
+            elif isinstance(effect, WithdrawNotice | HoldTeam | ReleaseTeam | WithdrawTeam | WithdrawMember):
+                self._work_send.send_nowait(effect)
+        event = self._changed.pop(team_id, None)
+        if event is not None:
+            event.set()
+        return self._checkpoints.due(self.stores[team_id])
+
+    async def _checkpoint(self, team_id: str, seq: int) -> None:
+        # Called right after entry `seq` was committed, so the durable team is exactly the state after it
+        # (later entries may already be on disk; the journal allows a checkpoint behind its durable end).
+        team = self.durable.teams.get(team_id)
+        store = self.stores.get(team_id)
+        if team is None or store is None or team_id in self.unavailable:
+            return
+        try:
+            await store.checkpoint(seq, to_json(team))
+        except StoreError as error:
+            self._fail_team(team_id, error)
+
+    def _fail_team(self, team_id: str, error: BaseException) -> None:
+        self._stop_team(
+            team_id,
+            f"the ledger of team {team_id!r} could not be written ({error}); it is stopped until the daemon "
+            "restarts. The last request may or may not have been recorded: retry it with the same "
+            "operation id",
+        )
+        self.working = _with_team(self.working, team_id, self.durable.teams.get(team_id))
+        event = self._changed.pop(team_id, None)
+        if event is not None:
+            event.set()
+
+    async def submit(self, command: TeamCommand) -> Accepted[Ledger] | Rejected:
+        """Send a command to the ledger and wait for its durable outcome. Shielded: once sent, it finishes."""
+        pending = Pending(command)
+        with trio.CancelScope(shield=True):
+            try:
+                await self._send.send(pending)
+            except trio.ClosedResourceError:
+                detail = "the daemon is shutting down; retry after it restarts"
+                raise ActionError(E.OFFLINE.value, detail) from None
+            await pending.done.wait()
+        assert pending.outcome is not None
+        return pending.outcome
+
+    # --- timers and delivery --------------------------------------------------------------------------------
+
+    def _arm(self, team_id: str, at: int) -> None:
+        self._timers[team_id] = at
+        self._timers_changed.set()
+
+    async def _timer_task(self) -> None:
+        while True:
+            self._timers_changed = trio.Event()
+            if not self._timers:
+                await self._timers_changed.wait()
+                continue
+            team_id, at = min(self._timers.items(), key=lambda item: item[1])
+            delay = (at - self.clock() + 1) / 1000
+            if delay > 0:
+                with trio.move_on_after(delay):
+                    await self._timers_changed.wait()
+                continue
+            del self._timers[team_id]
+            await self.submit(Tick(0, team_id))
+            # A tick may have changed nothing (it fired a hair early); the state says what is next.
+            team = self.durable.teams.get(team_id)
+            deadline = next_deadline(team) if team is not None and team_id not in self.unavailable else None
+            if deadline is not None and team_id not in self._timers:
+                self._timers[team_id] = deadline
+
+    async def _report(self, report: DeliveryReport) -> None:
+        command = RecordDelivery(0, report.team_id, report.notice_id, report.state, report.reason)
+        # Shutting down: a lost observation is one the destination reports again after the restart.
+        with contextlib.suppress(trio.ClosedResourceError):
+            await self._send.send(Pending(command))
+
+    async def _delivery_worker(self) -> None:
+        delivery = self._delivery
+        async for item in self._work_receive:
+            if isinstance(item, Notice):
+                await delivery.submit(item)
+            elif isinstance(item, WithdrawNotice):
+                await delivery.cancel(item.team_id, notice_id=item.notice_id)
+            elif isinstance(item, WithdrawMember):
+                await delivery.cancel(item.team_id, membership_id=item.membership_id)
+            elif isinstance(item, WithdrawTeam):
+                await delivery.cancel(item.team_id)
+            elif isinstance(item, HoldTeam):
+                await delivery.hold(item.team_id)
+            elif isinstance(item, ReleaseTeam):
+                await delivery.release(item.team_id)
+            else:
+                await delivery.consume(item.team_id, item.notice_ids)
+
+    # --- connections ----------------------------------------------------------------------------------------
+
+    async def _connection(self, request: WebSocketRequest) -> None:
+        ws = await request.accept()
+        slots = trio.Semaphore(CONNECTION_REQUESTS)
+        async with trio.open_nursery() as nursery:
+            try:
+                while True:
+                    message = await ws.get_message()
+                    await slots.acquire()
+                    nursery.start_soon(self._one_request, ws, message, slots)
+            except ConnectionClosed:
+                pass
+            # The client is gone: waits and subscriptions end; shielded submissions still finish.
+            nursery.cancel_scope.cancel()
+
+    async def _one_request(
+        self, ws: WebSocketConnection, message: str | bytes, slots: trio.Semaphore
+    ) -> None:
+        try:
+            frame = await self._answer(ws, message)
+            if frame is not None:
+                await ws.send_message(frame)
+        except ConnectionClosed:
+            pass
+        except Exception:
+            # A fault of this daemon, not of the request: close this one connection and keep serving.
+            self.internal_errors += 1
+            self._log("internal error while serving a request:\n" + traceback.format_exc())
+            await ws.aclose(1011, "internal error")
+        finally:
+            slots.release()
+
+    async def _answer(self, ws: WebSocketConnection, message: str | bytes) -> str | None:
+        try:
+            request = parse_request(message)
+        except FrameError as error:
+            return error_frame(error.request_id, BAD_REQUEST, error.detail)
+        try:
+            if request.action == "subscribe":
+                await self._subscribe(ws, request)
+                return None
+            return result_frame(request.request_id, await self._dispatch(request))
+        except FrameError as error:
+            return error_frame(request.request_id, BAD_REQUEST, error.detail)
+        except ActionError as error:
+            return error_frame(request.request_id, error.code, error.detail, error.operation_id, error.bound)
+
+    # --- actions --------------------------------------------------------------------------------------------
+
+    def _authorize(self, request: Request) -> None:
+        if request.member_key is not None:
+            if ACTIONS[request.action].owner_only:
+                raise ActionError(E.UNAUTHORIZED.value, f"'{request.action}' is an owner operation")
+            return
+        token = request.owner_token
+        if token is None or not hmac.compare_digest(token.encode(), self._token.encode()):
+            raise ActionError(
+                E.UNAUTHORIZED.value,
+                "owner requests need the owner token of the daemon's data directory; "
+                "members send their memberKey",
+            )
+
+    async def _dispatch(self, request: Request) -> object:
+        if request.action == "capabilities":
+            return self.capabilities()
+        self._authorize(request)
+        handler = getattr(self, f"_action_{request.action}")
+        result: object = await handler(request)
+        return result
+
+    def capabilities(self) -> dict[str, Any]:
+        return {
+            "protocol": PROTOCOL,
+            "protocolRevision": PROTOCOL_REVISION,
+            "actions": sorted(ACTIONS),
+            "features": list(FEATURES),
+            "machineId": self.machine_id,
+            "limits": to_json(self.limits),
+        }
+
+    def _team(self, request: Request) -> Team:
+        team_id = request.team_id
+        assert team_id is not None
+        if team_id in self.unavailable:
+            raise ActionError(E.CORRUPT_STATE.value, self.unavailable[team_id])
+        team = self.durable.teams.get(team_id)
+        if team is None:
+            raise ActionError(E.NOT_FOUND.value, f"no team {team_id!r}")
+        return team
+
+    def _viewer(self, team: Team, request: Request) -> Membership | None:
+        viewer = reader(team, request.member_key)
+        if isinstance(viewer, Rejected):
+            raise _error(viewer)
+        return viewer
+
+    async def _run(self, command: TeamCommand, operation_id: str | None = None) -> object:
+        outcome = await self.submit(command)
+        if isinstance(outcome, Rejected):
+            raise _error(outcome, operation_id)
+        return outcome.result
+
+    def _member_ref(self, request: Request, ref: str | None) -> str | None:
+        """A membership id for `ref`, which people may give as an active member's name."""
+        team = self.durable.teams.get(self._team_id(request))
+        member = None if team is None or ref is None else resolve_member(team, ref)
+        return member.id if member is not None else ref
+
+    async def _action_list(self, request: Request) -> object:
+        teams = sorted(self.durable.teams.values(), key=lambda team: (team.created_at, team.id))
+        return {
+            "teams": [team_summary(team) for team in teams],
+            "unavailable": [
+                {"id": team_id, "error": E.CORRUPT_STATE.value, "detail": why}
+                for team_id, why in sorted(self.unavailable.items())
+            ],
+        }
+
+    def _new_member(self, data: dict[str, Any], operation_id: str | None, default_id: str) -> NewMember:
+        allowed = {"id", "machineId", "agentId", "name", "role"}
+        unknown = sorted(set(data) - allowed)
+        if unknown:
+            detail = f"a member has no field {', '.join(map(repr, unknown))}"
+            raise ActionError(BAD_REQUEST, detail, operation_id)
+        values: dict[str, str] = {}
+        for name in ("machineId", "agentId", "name"):
+            value = data.get(name)
+            if not isinstance(value, str):
+                raise ActionError(BAD_REQUEST, f"a member needs a string '{name}'", operation_id)
+            values[name] = value
+        member_id, role = data.get("id"), data.get("role", "")
+        if not isinstance(member_id, str | None) or not isinstance(role, str):
+            raise ActionError(BAD_REQUEST, "a member's 'id' and 'role' are strings", operation_id)
+        return NewMember(
+            member_id or default_id,
+            values["machineId"],
+            values["agentId"],
+            values["name"],
+            role,
+            secrets.token_hex(KEY_BYTES),
+        )
+
+    async def _action_create(self, request: Request) -> object:
+        team_id = request.opt_text("id") or draw_id()
+        # A member without an id gets one derived from the team id, so retrying an uncertain create with the
+        # same team id and file is recognised as the same create.
+        members = tuple(
+            self._new_member(data, team_id, hashlib.sha256(f"{team_id}/{index}".encode()).hexdigest()[:16])
+            for index, data in enumerate(request.object_list("members"))
+        )
+        if team_id in self.unavailable:
+            raise ActionError(E.CORRUPT_STATE.value, self.unavailable[team_id], team_id)
+        team = await self._run(CreateTeam(0, team_id, request.text("name"), members), team_id)
+        assert isinstance(team, Team)
+        return team_view(team)
+
+    async def _action_get(self, request: Request) -> object:
+        return team_view(self._team(request))
+
+    async def _action_members(self, request: Request) -> object:
+        team = self._team(request)
+        self._viewer(team, request)
+        return {
+            "teamId": team.id,
+            "revision": team.revision,
+            "members": [member_view(team.members[member_id]) for member_id in team.member_order],
+        }
+
+    async def _action_add(self, request: Request) -> object:
+        member = self._new_member(dict(request.fields), None, draw_id())
+        result = await self._run(AddMember(0, self._team_id(request), member), member.id)
+        assert isinstance(result, Membership)
+        return member_view(result)
+
+    async def _action_remove(self, request: Request) -> object:
+        member_id = self._member_ref(request, request.text("memberId"))
+        assert member_id is not None
+        result = await self._run(RemoveMember(0, self._team_id(request), member_id))
+        assert isinstance(result, Membership)
+        return member_view(result)
+
+    async def _action_key(self, request: Request) -> object:
+        team = self._team(request)
+        member_id = request.text("memberId")
+        member = team.members.get(member_id) or next(
+            (m for m in team.members.values() if m.name == member_id and m.state.value == "active"), None
+        )
+        key = None if member is None else next((k for k, m in team.keys.items() if m == member.id), None)
+        if member is None or key is None:
+            raise ActionError(E.NOT_FOUND.value, f"no active member {member_id!r} in team {team.id!r}")
+        return {
+            "teamId": team.id,
+            "memberId": member.id,
+            "name": member.name,
+            "memberKey": key,
+            "command": command_prefix(self.home, team.id, key),
+        }
+
+    async def _lifecycle(self, command: TeamCommand) -> object:
+        team = await self._run(command)
+        assert isinstance(team, Team)
+        return team_view(team)
+
+    async def _action_pause(self, request: Request) -> object:
+        return await self._lifecycle(PauseTeam(0, self._team_id(request)))
+
+    async def _action_resume(self, request: Request) -> object:
+        return await self._lifecycle(ResumeTeam(0, self._team_id(request)))
+
+    async def _action_archive(self, request: Request) -> object:
+        return await self._lifecycle(ArchiveTeam(0, self._team_id(request)))
+
+    def _team_id(self, request: Request) -> str:
+        assert request.team_id is not None
+        return request.team_id
+
+    async def _action_ask(self, request: Request) -> object:
+        question_id = request.opt_text("id") or draw_id()
+        notify = request.opt_bool("notify")
+        command = Ask(
+            0,
+            self._team_id(request),
+            question_id,
+            request.text("to"),
+            request.text("text"),
+            context=request.opt_text("context"),
+            ttl_ms=request.opt_int("ttlMs"),
+            parent_id=request.opt_text("parentId"),
+            notify=True if notify is None else notify,
+            from_=request.opt_text("from"),
+            member_key=request.member_key,
+        )
+        exchange = await self._run(command, question_id)
+        assert isinstance(exchange, Exchange)
+        return exchange_view(exchange)
+
+    async def _action_reply(self, request: Request) -> object:
+        command = Reply(
+            0,
+            self._team_id(request),
+            request.text("questionId"),
+            request.text("text"),
+            evidence=request.text_list("evidence"),
+            member_id=self._member_ref(request, request.opt_text("memberId")),
+            member_key=request.member_key,
+        )
+        exchange = await self._run(command)
+        assert isinstance(exchange, Exchange)
+        return exchange_view(exchange)
+
+    async def _action_cancel(self, request: Request) -> object:
+        command = Cancel(0, self._team_id(request), request.text("questionId"), member_key=request.member_key)
+        exchange = await self._run(command)
+        assert isinstance(exchange, Exchange)
+        return exchange_view(exchange)
+
+    def _consume(self, team: Team, questions: tuple[Exchange, ...], answers: tuple[Exchange, ...]) -> None:
+        """A member saw these: their unsent question and answer notices are no longer needed."""
+        ids = (
+            *(notice_id(team.id, exchange.id, NoticeKind.QUESTION) for exchange in questions),
+            *(notice_id(team.id, exchange.id, NoticeKind.ANSWER) for exchange in answers),
+        )
+        if ids:
+            with contextlib.suppress(trio.ClosedResourceError):  # shutting down: the notices stay queued
+                self._work_send.send_nowait(Consume(team.id, ids))
+
+    async def _action_inbox(self, request: Request) -> object:
+        team = self._team(request)
+        viewer = self._viewer(team, request)
+        if viewer is None:  # the owner sees every open question and the latest answers of the team
+            everything = status(team, None)
+            questions = tuple(e for e in everything if e.state is QuestionState.OPEN)
+            answered = sorted((e for e in everything if e.answer is not None), key=lambda e: -_answered_at(e))
+            answers = tuple(answered[: self.limits.recent_answers])
+        else:
+            box = inbox(team, viewer, self.limits)
+            questions, answers = box.questions, box.answers
+            self._consume(team, questions, answers)
+        return {
+            "teamId": team.id,
+            "revision": team.revision,
+            "questions": [exchange_view(e) for e in questions],
+            "answers": [exchange_view(e) for e in answers],
+        }
+
+    async def _action_status(self, request: Request) -> object:
+        team = self._team(request)
+        viewer = self._viewer(team, request)
+        question_id = request.opt_text("questionId")
+        if question_id is None:
+            return {
+                "teamId": team.id,
+                "revision": team.revision,
+                "exchanges": [exchange_view(e) for e in status(team, viewer)],
+            }
+        exchange = visible_exchange(team, viewer, question_id)
+        if isinstance(exchange, Rejected):
+            raise _error(exchange)
+        return exchange_view(exchange)
+
+    async def _action_wait(self, request: Request) -> object:
+        seconds = request.opt_number("seconds")
+        seconds = DEFAULT_WAIT_SECONDS if seconds is None else seconds
+        if not 0 <= seconds <= MAX_WAIT_SECONDS:
+            detail = f"wait seconds must be 0 to {MAX_WAIT_SECONDS:g}"
+            raise ActionError(E.BOUND_EXCEEDED.value, detail, bound="wait_seconds")
+        question_id = request.text("questionId")
+        until = self.clock() + round(seconds * 1000)
+        while True:
+            team = self._team(request)
+            viewer = self._viewer(team, request)
+            exchange = visible_exchange(team, viewer, question_id)
+            if isinstance(exchange, Rejected):
+                raise _error(exchange)
+            decision = decide_wait(team, waiter_for(team, viewer, exchange), exchange, self.clock(), until)
+            if decision is not None:
+                if viewer is not None:
+                    answered = (decision.exchange,) if decision.exchange.answer is not None else ()
+                    self._consume(team, decision.incoming, answered)
+                return {
+                    "reason": decision.reason.value,
+                    "exchange": exchange_view(decision.exchange),
+                    "incoming": [exchange_view(e) for e in decision.incoming],
+                }
+            changed = self._changed.setdefault(team.id, trio.Event())
+            with trio.move_on_after(max(0, until - self.clock() + 1) / 1000):
+                await changed.wait()
+
+    async def _subscribe(self, ws: WebSocketConnection, request: Request) -> None:
+        self._authorize(request)
+        team = self._team(request)
+        await ws.send_message(result_frame(request.request_id, team_view(team)))
+        revision = team.revision
+        while True:
+            changed = self._changed.setdefault(team.id, trio.Event())
+            await changed.wait()
+            team = self._team(request)
+            if team.revision != revision:  # watchers want the latest, not every step between
+                revision = team.revision
+                await ws.send_message(snapshot_frame(request.request_id, team_view(team)))
+
+
+def _answered_at(exchange: Exchange) -> int:
+    return exchange.answer.at if exchange.answer is not None else 0
+
+
+async def serve_until_signalled(daemon: Daemon, port: int) -> None:
+    """Run `daemon` until SIGTERM or SIGINT, then stop it cleanly."""
+    import signal
+
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+
+            async def watch() -> None:
+                async for _ in signals:
+                    daemon.stop()
+                    return
+
+            nursery.start_soon(watch)
+            await daemon.run(port)
+            nursery.cancel_scope.cancel()

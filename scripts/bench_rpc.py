@@ -1,0 +1,217 @@
+# Measures, in one run, what an agent feels of the daemon: (a) the round trip of one durable `ask` over the
+# loopback RPC against a bare trio-websocket echo of a frame of the same size (the ratio is the daemon's own
+# cost: parse, step, fsync, reply); (b) the wall time of a cold `harness team ... inbox --json` process
+# against `python3 -c pass`; (c) sustained asks per second from 8 concurrent clients (group commit at work).
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import trio
+from trio_websocket import ConnectionClosed, WebSocketRequest, serve_websocket
+
+from harness.core.limits import Limits
+from harness.io import home as homes
+from harness.io.client import Client
+from harness.io.daemon import Daemon
+
+ROUND_TRIPS = 400
+CLIENTS = 8
+SUSTAIN_SECONDS = 3.0
+COLD_RUNS = 7
+UNBOUNDED = Limits(exchanges=10**6, pending_per_sender=10**6, asks_per_minute=10**7, memberships=64)
+
+
+def in_thread(main: Callable[[Callable[[int], None]], Any]) -> tuple[int, Callable[[], None]]:
+    """Run `main(ready)` in its own trio loop; returns the port it reported and a stop function."""
+    ready = threading.Event()
+    state: dict[str, Any] = {}
+
+    async def runner() -> None:
+        state["token"] = trio.lowlevel.current_trio_token()
+        with trio.CancelScope() as scope:
+            state["scope"] = scope
+
+            def report(port: int) -> None:
+                state["port"] = port
+                ready.set()
+
+            await main(report)
+
+    thread = threading.Thread(target=trio.run, args=(runner,), daemon=True)
+    thread.start()
+    ready.wait(10)
+
+    def stop() -> None:
+        trio.from_thread.run_sync(state["scope"].cancel, trio_token=state["token"])
+        thread.join(10)
+
+    return int(state["port"]), stop
+
+
+def echo_server() -> tuple[int, Callable[[], None]]:
+    async def handler(request: WebSocketRequest) -> None:
+        ws = await request.accept()
+        try:
+            while True:
+                await ws.send_message(await ws.get_message())
+        except ConnectionClosed:
+            pass
+
+    async def main(ready: Callable[[int], None]) -> None:
+        async with trio.open_nursery() as nursery:
+            server = await nursery.start(serve_websocket, handler, "127.0.0.1", 0, None)
+            ready(server.port)
+
+    return in_thread(main)
+
+
+def daemon_server(home: Path) -> tuple[int, Callable[[], None]]:
+    daemon = Daemon(home, limits=UNBOUNDED, log=lambda line: None)
+
+    async def main(ready: Callable[[int], None]) -> None:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(daemon.run, 0)
+            ready(daemon.port)
+            try:
+                await trio.sleep_forever()
+            finally:
+                daemon.stop()
+
+    return in_thread(main)
+
+
+def percentiles(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return ordered[len(ordered) // 2], ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp:
+        home = Path(tmp)
+        port, stop_daemon = daemon_server(home)
+        token = homes.read_owner_token(home)
+        people = [f"p{i}" for i in range(CLIENTS + 1)]
+        with Client(port) as owner:
+            members = [{"machineId": "m", "agentId": name, "name": name} for name in people]
+            owner.request(
+                "create", owner_token=token, fields={"id": "bench", "name": "Bench", "members": members}
+            )
+            keys = {
+                name: owner.request("key", team_id="bench", owner_token=token, fields={"memberId": name})[
+                    "memberKey"
+                ]
+                for name in people
+            }
+
+        # (a) one client, sequential asks, against an echo of the same frame.
+        text = "Which endpoint returns daemon state? " * 3
+        ask_ms: list[float] = []
+        with Client(port) as client:
+            for n in range(ROUND_TRIPS):
+                start = time.perf_counter()
+                client.request(
+                    "ask",
+                    team_id="bench",
+                    member_key=keys["p0"],
+                    fields={"id": f"a{n}", "to": "p1", "text": text},
+                )
+                ask_ms.append((time.perf_counter() - start) * 1000)
+        frame = json.dumps(
+            {
+                "type": "team",
+                "requestId": "0123456789abcdef",
+                "action": "ask",
+                "teamId": "bench",
+                "memberKey": keys["p0"],
+                "id": "a0",
+                "to": "p1",
+                "text": text,
+            }
+        )
+        echo_port, stop_echo = echo_server()
+        echo_ms: list[float] = []
+        with Client(echo_port) as client:
+            for _ in range(ROUND_TRIPS):
+                start = time.perf_counter()
+                client.send_raw(frame)
+                client.receive_raw(10)
+                echo_ms.append((time.perf_counter() - start) * 1000)
+        stop_echo()
+        ask50, ask99 = percentiles(ask_ms)
+        echo50, echo99 = percentiles(echo_ms)
+        print(
+            f"(a) ask round trip   p50 {ask50:.3f} ms  p99 {ask99:.3f} ms  (durable: fsync before the reply)"
+        )
+        print(
+            f"    echo round trip  p50 {echo50:.3f} ms  p99 {echo99:.3f} ms  (same {len(frame)}-byte frame)"
+        )
+        print(f"    ratio p50 {ask50 / echo50:.2f}  p99 {ask99 / echo99:.2f}")
+
+        # (b) cold CLI process.
+        env = {**os.environ, "HARNESS_MEMBER_KEY": keys["p1"]}
+        command = [
+            str(Path(sys.executable).with_name("harness")),
+            "team",
+            "--home",
+            tmp,
+            "--team",
+            "bench",
+            "inbox",
+            "--json",
+        ]
+
+        def wall(argv: list[str]) -> float:
+            start = time.perf_counter()
+            subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL)
+            return time.perf_counter() - start
+
+        cli = statistics.median(wall(command) for _ in range(COLD_RUNS))
+        bare = statistics.median(wall(["python3", "-c", "pass"]) for _ in range(COLD_RUNS))
+        print(
+            f"(b) cold `harness team ... inbox --json` {cli:.3f} s (median of {COLD_RUNS}); "
+            f"`python3 -c pass` {bare:.3f} s; difference {cli - bare:.3f} s; goal <= 0.25 s"
+        )
+
+        # (c) sustained asks from concurrent clients.
+        counts = [0] * CLIENTS
+        deadline = time.perf_counter() + SUSTAIN_SECONDS
+
+        def worker(index: int) -> None:
+            with Client(port) as client:
+                n = 0
+                while time.perf_counter() < deadline:
+                    client.request(
+                        "ask",
+                        team_id="bench",
+                        member_key=keys[people[index]],
+                        fields={"id": f"c{index}-{n}", "to": people[index + 1], "text": text},
+                    )
+                    n += 1
+                counts[index] = n
+
+        threads = [threading.Thread(target=worker, args=(index,)) for index in range(CLIENTS)]
+        started = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        elapsed = time.perf_counter() - started
+        print(
+            f"(c) {sum(counts) / elapsed:.0f} durable asks/s from {CLIENTS} concurrent clients "
+            f"({sum(counts)} in {elapsed:.1f} s)"
+        )
+        stop_daemon()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,262 @@
+# The CLI as a user and agents run it: a real `harness daemon run` process, every team command as a
+# subprocess, a SIGKILL with work pending and a restart, and the exit statuses of the contract.
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.io import home as homes
+
+HARNESS = [sys.executable, "-m", "harness.cli.main"]
+LIMITS = {"pendingPerSender": 3, "questionChars": 200, "ttlMinMs": 50, "asksPerMinute": 100}
+
+
+class Daemon:
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        env = {**os.environ, "HARNESS_LIMITS": json.dumps(LIMITS)}
+        self.process = subprocess.Popen(
+            [*HARNESS, "daemon", "run", "--home", str(self.home), "--port", "0"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:  # polling a file with a timeout: the process has no other signal
+            info = homes.read_daemon_info(self.home)
+            if info is not None and info.get("pid") == self.process.pid:
+                return
+            assert self.process.poll() is None, self.process.stderr.read() if self.process.stderr else ""
+            time.sleep(0.02)
+        raise AssertionError("daemon did not start")
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+        self.close_pipes()
+
+    def terminate(self) -> str:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        _, err = self.process.communicate(timeout=15)
+        assert self.process.returncode == 0, err
+        return err.decode()
+
+    def close_pipes(self) -> None:
+        if self.process is not None and self.process.stderr is not None:
+            self.process.stderr.close()
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[Daemon]:
+    running = Daemon(tmp_path / "home")
+    running.start()
+    yield running
+    if running.process is not None and running.process.poll() is None:
+        running.process.kill()
+        running.process.wait(10)
+    running.close_pipes()
+
+
+def cli(home: Path, *args: str, key: str | None = None, stdin: str | None = None) -> tuple[int, Any]:
+    env = {k: v for k, v in os.environ.items() if k != "HARNESS_MEMBER_KEY"}
+    if key is not None:
+        env["HARNESS_MEMBER_KEY"] = key
+    done = subprocess.run(
+        [*HARNESS, *args, "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=60,
+        check=False,
+    )
+    body = json.loads(done.stdout) if done.stdout.strip() else None
+    return done.returncode, body
+
+
+def team(home: Path, *args: str, key: str | None = None, stdin: str | None = None) -> tuple[int, Any]:
+    return cli(home, "team", "--home", str(home), "--team", "t1", *args, key=key, stdin=stdin)
+
+
+def ok(result: tuple[int, Any]) -> Any:
+    code, body = result
+    assert code == 0, body
+    return body
+
+
+def error(result: tuple[int, Any], status: int, code: str) -> dict[str, Any]:
+    got_status, body = result
+    assert (got_status, body["error"]) == (status, code), body
+    assert set(body) == {"error", "detail", "operationId"}
+    return dict(body)
+
+
+def test_every_command_across_a_crash(daemon: Daemon, tmp_path: Path) -> None:
+    home = daemon.home
+    members = [
+        {"machineId": "m1", "agentId": name, "name": name, "role": f"{name} role"}
+        for name in ("alice", "bob", "carol")
+    ]
+    (tmp_path / "team.json").write_text(json.dumps({"id": "t1", "name": "Build", "members": members}))
+    assert (
+        ok(cli(home, "team", "--home", str(home), "create", "--file", str(tmp_path / "team.json")))["id"]
+        == "t1"
+    )
+    assert ok(cli(home, "team", "--home", str(home), "list"))["teams"][0]["id"] == "t1"
+    assert ok(cli(home, "team", "--home", str(home), "capabilities"))["protocol"] == "team.v1"
+    keys = {m["name"]: ok(team(home, "key", m["name"]))["memberKey"] for m in members}
+    alice, bob, carol = keys["alice"], keys["bob"], keys["carol"]
+    roster = ok(team(home, "members", key=bob))["members"]
+    assert [m["name"] for m in roster] == ["alice", "bob", "carol"]
+    (tmp_path / "dave.json").write_text(
+        json.dumps({"id": "dave1", "machineId": "m1", "agentId": "d", "name": "dave"})
+    )
+    assert ok(team(home, "add", "--file", str(tmp_path / "dave.json")))["id"] == "dave1"
+    assert ok(team(home, "remove", "dave1"))["state"] == "removed"
+
+    asked = ok(team(home, "ask", "bob", "Which endpoint?", "--id", "q1", "--context", "phone", key=alice))
+    assert (asked["id"], asked["state"]) == ("q1", "open")
+    assert ok(team(home, "ask", "bob", "--id", "q1", "--context", "phone", "--text-file", "-", key=alice,
+                   stdin="Which endpoint?"))["id"] == "q1"  # fmt: skip
+    conflict = error(team(home, "ask", "bob", "Something else", "--id", "q1", key=alice), 1, "conflict")
+    assert conflict["operationId"] == "q1"
+    error(team(home, "reply", "q1", "me!", key=carol), 1, "wrong_member")
+    ok(team(home, "ask", "bob", "Still there after a crash?", "--id", "q2", key=alice))
+    ok(team(home, "ask", "carol", "Quick one", "--id", "q3", "--ttl", "2", key=alice))
+    bound = error(team(home, "ask", "bob", "x" * 201, key=bob), 1, "bound_exceeded")
+    assert "question_chars" in bound["detail"]
+    for n in range(3):
+        ok(team(home, "ask", "carol", f"bob's {n}", key=bob))
+    assert (
+        "pending_per_sender"
+        in error(team(home, "ask", "carol", "four", key=bob), 1, "bound_exceeded")["detail"]
+    )
+    assert [q["id"] for q in ok(team(home, "inbox", key=bob))["questions"]] == ["q1", "q2"]
+
+    daemon.kill()  # SIGKILL with q2 and q3 pending and q3's deadline armed
+    error(team(home, "inbox", key=bob), 3, "unreachable")
+    daemon.start()
+
+    assert ok(team(home, "status", "q2", key=bob))["state"] == "open"
+    again = ok(team(home, "ask", "bob", "Still there after a crash?", "--id", "q2", key=alice))
+    assert again["id"] == "q2" and again["createdAt"] == ok(team(home, "status", "q2"))["createdAt"]
+    assert ok(team(home, "wait", "q3", "--seconds", "10", key=alice))["reason"] == "expired"
+    late = ok(team(home, "reply", "q3", "sorry, late", key=carol))
+    assert (late["state"], late["answer"]["late"]) == ("expired", True)
+    answered = ok(team(home, "reply", "q1", "GET /state", "--evidence", "io/daemon.py:1", key=bob))
+    assert answered["answer"]["evidence"] == ["io/daemon.py:1"]
+    assert ok(team(home, "wait", "q1", "--seconds", "5", key=alice))["reason"] == "answered"
+    assert [a["id"] for a in ok(team(home, "inbox", key=alice))["answers"]] == ["q1", "q3"]  # newest first
+    assert ok(team(home, "cancel", "q2", key=alice))["state"] == "cancelled"
+    by_owner = ok(team(home, "ask", "alice", "from the user", "--from", "carol", "--id", "q4"))
+    assert by_owner["byUser"] is True
+    assert ok(team(home, "reply", "q4", "ok", "--member", "alice"))["answer"]["author"] == "user"
+    assert len(ok(team(home, "status"))["exchanges"]) == 7
+
+    # Two members waiting on each other both wake.
+    ok(team(home, "ask", "carol", "a to c", "--id", "qa", key=alice))
+    env = {**os.environ, "HARNESS_MEMBER_KEY": alice}
+    waiting = subprocess.Popen(
+        [*HARNESS, "team", "--home", str(home), "--team", "t1", "wait", "qa", "--seconds", "20", "--json"],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    ok(team(home, "ask", "alice", "c to a", "--id", "qb", key=carol))
+    assert ok(team(home, "wait", "qb", "--seconds", "20", key=carol))["reason"] == "incoming"
+    out, _ = waiting.communicate(timeout=30)
+    assert waiting.returncode == 0 and json.loads(out)["reason"] == "incoming", out
+
+    assert ok(team(home, "pause"))["state"] == "paused"
+    error(team(home, "ask", "bob", "paused?", key=alice), 1, "team_paused")
+    assert ok(team(home, "resume"))["state"] == "active"
+    assert ok(team(home, "archive"))["state"] == "archived"
+    error(team(home, "get", key=alice), 1, "unauthorized")
+    error(team(home, "status", "nope"), 1, "not_found")
+    assert "Members" not in json.dumps(ok(team(home, "get")))
+    assert all(k not in json.dumps(ok(team(home, "get"))) for k in keys.values())
+    assert "stopped" in daemon.terminate()
+
+
+def test_daemon_start_status_stop_and_usage(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    started = ok(cli(home, "daemon", "start", "--home", str(home)))
+    try:
+        assert started["running"] is True and started["protocol"] == "team.v1"
+        again = error(cli(home, "daemon", "start", "--home", str(home)), 1, "conflict")
+        assert "already running" in again["detail"]
+        status = ok(cli(home, "daemon", "status", "--home", str(home)))
+        assert (status["pid"], status["machineId"]) == (started["pid"], started["machineId"])
+        assert home.stat().st_mode & 0o777 == 0o700
+        assert (home / "daemon.json").stat().st_mode & 0o777 == 0o600
+        error(cli(home, "team", "--home", str(home), "inbox"), 2, "bad_request")  # no --team
+        usage = subprocess.run(
+            [*HARNESS, "team", "--team", "t", "wait"], capture_output=True, text=True, timeout=30, check=False
+        )
+        assert usage.returncode == 2
+        assert ok(cli(home, "doctor", "--home", str(home)))["ok"] is True
+    finally:
+        stopped = ok(cli(home, "daemon", "stop", "--home", str(home)))
+    assert stopped["stopped"] is True and not homes.pid_alive(started["pid"])
+    error(cli(home, "daemon", "status", "--home", str(home)), 3, "unreachable")
+
+
+def _fake_daemon(revision: int, answer_requests: bool) -> tuple[socket.socket, threading.Thread]:
+    """A WebSocket server that speaks `capabilities` only, then drops the connection on any other request."""
+    from wsproto import ConnectionType, WSConnection
+    from wsproto.events import AcceptConnection, Request, TextMessage
+
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            ws = WSConnection(ConnectionType.SERVER)
+            while data := conn.recv(65536):
+                ws.receive_data(data)
+                for event in ws.events():
+                    if isinstance(event, Request):
+                        conn.sendall(ws.send(AcceptConnection()))
+                    elif isinstance(event, TextMessage):
+                        frame = json.loads(event.data)
+                        if frame["action"] != "capabilities" and not answer_requests:
+                            return  # the request arrived; the reply is lost
+                        result = {"protocol": "team.v1", "protocolRevision": revision}
+                        reply = {"type": "team_result", "requestId": frame["requestId"], "result": result}
+                        conn.sendall(ws.send(TextMessage(data=json.dumps(reply))))
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return listener, thread
+
+
+def test_lost_reply_is_uncertain_and_an_old_daemon_is_incompatible(tmp_path: Path) -> None:
+    listener, thread = _fake_daemon(revision=1, answer_requests=False)
+    with listener:
+        port = str(listener.getsockname()[1])
+        lost = cli(tmp_path, "team", "--home", str(tmp_path), "--port", port, "--team", "t1",
+                   "ask", "bob", "hello", "--id", "op-7", key="k")  # fmt: skip
+        assert error(lost, 4, "uncertain")["operationId"] == "op-7"
+        thread.join(10)
+    listener, thread = _fake_daemon(revision=0, answer_requests=True)
+    with listener:
+        port = str(listener.getsockname()[1])
+        old = cli(tmp_path, "team", "--home", str(tmp_path), "--port", port, "--team", "t1", "inbox", key="k")
+        assert "older" in error(old, 1, "incompatible")["detail"]
+        thread.join(10)
