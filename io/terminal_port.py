@@ -1,0 +1,58 @@
+# The seam between the daemon's delivery desk and real terminals. The desk (a pure reducer) decides *whether*
+# a notice may be written; something must look at screens and paste. The daemon's desk runner drives this
+# port; `harness.io.tmux` implements it over tmux and engine profiles; tests implement it with scripted
+# screens. Keeping it this small is what lets the same runner drive tmux, a fake TUI, or a remote machine.
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from typing import Protocol
+
+import attrs
+
+
+class ScreenState(enum.StrEnum):
+    IDLE = "idle"
+    BUSY = "busy"
+    DRAFT = "draft"
+    DIALOG = "dialog"
+    OFFLINE = "offline"
+    STARTING = "starting"  # the engine is not ready yet, or the profile is unsure: never a licence to write
+
+
+class WriteOutcome(enum.StrEnum):
+    OK = "ok"  # pasted, Enter sent, and the prompt visibly took it
+    FAILED = "failed"  # nothing reached the terminal (no byte was sent)
+    UNCERTAIN = "uncertain"  # bytes may have reached it but the submit could not be confirmed
+
+
+@attrs.frozen
+class Screen:
+    """What an engine profile made of one capture of an agent's pane."""
+
+    state: ScreenState
+    at_ms: int  # when the capture was taken (the daemon's clock, ms since the epoch)
+    evidence: tuple[str, ...] = ()  # the lines that decided the state
+    text: str = ""  # the plain capture, used to recognise the agent's turn on a written notice
+
+
+class Terminals(Protocol):
+    """The local agent terminals as the desk runner needs them. Implementations never send interrupt or
+    cancel keys, never clear or edit a draft, and never retry a write."""
+
+    def agents(self) -> Sequence[str]:
+        """The agent ids this machine can currently reach."""
+        ...
+
+    async def observe(self, agent_id: str) -> Screen:
+        """Capture and classify the agent's screen now (OFFLINE if the pane is gone)."""
+        ...
+
+    async def write(self, agent_id: str, text: str) -> WriteOutcome:
+        """Paste `text` as one bracketed paste, press Enter once, confirm the submit. Called at most once per
+        notice, only after the desk accepted (durably) a WriteStarted for it."""
+        ...
+
+    async def turn_matches(self, agent_id: str, text: str) -> bool:
+        """Whether the agent's screen shows a turn on this written text (input accepted; not an answer)."""
+        ...
