@@ -576,3 +576,15 @@ def demo() -> None:
     from harness.cli.demo import run_demo
 
     run_demo()
+
+
+def _register_check() -> None:
+    # Imported lazily: the model checker pulls in every scenario, which plain `team` calls never need.
+    from harness.cli.check import check_command
+
+    app.command("check", help="Model-check the protocol over the real reducers (scenarios, mutants).")(
+        check_command
+    )
+
+
+_register_check()

@@ -1,0 +1,167 @@
+# `harness check`: the model checker for maintainers. It explores every interleaving of the shipped scenarios
+# over the real reducers (or a named mutant of them), prints progress and a summary per scenario, and on a
+# violation the shortest trace with the state changes at each step, optionally as a regression test.
+from __future__ import annotations
+
+import json
+import resource
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from harness.models.checker import Counterexample, Result, explore, simulate
+from harness.models.emit import regression_test
+from harness.models.mutants import MUTANTS
+from harness.models.scenarios import SCENARIOS, WorldModel
+
+
+def check_command(
+    *,
+    scenarios: Annotated[
+        list[str] | None, typer.Argument(metavar="[SCENARIO]...", help="Default: all.")
+    ] = None,
+    max_depth: Annotated[
+        int | None, typer.Option("--max-depth", help="Override each scenario's depth bound.")
+    ] = None,
+    mutant: Annotated[
+        str | None, typer.Option("--mutant", help="Check a deliberately broken protocol.")
+    ] = None,
+    emit_test: Annotated[
+        Path | None, typer.Option("--emit-test", help="Write a violation as a pytest file.")
+    ] = None,
+    simulate_mode: Annotated[
+        bool, typer.Option("--simulate", help="Random walks instead of exhaustive search.")
+    ] = False,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of --simulate (reproduces a run exactly).")] = 0,
+    steps: Annotated[int, typer.Option("--steps", help="Steps of --simulate.")] = 10_000,
+    list_only: Annotated[bool, typer.Option("--list", help="List scenarios and mutants.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+) -> None:
+    """Model-check the protocol: exit 0 when every property holds, 1 on a violation."""
+    if list_only:
+        _list(json_out)
+        return
+    names = scenarios or list(SCENARIOS)
+    unknown = [name for name in names if name not in SCENARIOS]
+    if unknown or (mutant is not None and mutant not in MUTANTS):
+        bad = ", ".join(unknown) if unknown else f"mutant {mutant}"
+        typer.echo(f"error: unknown {bad}; `harness check --list` shows what exists", err=True)
+        raise typer.Exit(2)
+    reports: list[dict[str, Any]] = []
+    failed: tuple[WorldModel, Counterexample] | None = None
+    for name in names:
+        model = SCENARIOS[name]
+        if mutant is not None:
+            model = model.with_protocol(MUTANTS[mutant])
+        depth = max_depth if max_depth is not None else model.max_depth
+        if simulate_mode:
+            result = simulate(model, seed, steps, depth)
+        else:
+            result = explore(model, depth, progress=None if json_out else _progress)
+        report = _report(result, depth, simulate_mode)
+        reports.append(report)
+        if not json_out:
+            _print_summary(report)
+        if result.violation is not None:
+            failed = (model, result.violation)
+            if not json_out:
+                _print_violation(result.violation)
+            break
+    if failed is not None and emit_test is not None:
+        emit_test.write_text(regression_test(failed[0].name, failed[1], mutant), encoding="utf-8")
+        if not json_out:
+            typer.echo(f"wrote regression test {emit_test}")
+    if json_out:
+        typer.echo(json.dumps({"ok": failed is None, "mutant": mutant, "scenarios": reports}, indent=2))
+    raise typer.Exit(1 if failed is not None else 0)
+
+
+def _progress(result: Result) -> None:
+    print(
+        f"  {result.scenario}: {result.states:,} states, depth {result.depth}, {result.rate:,.0f} states/s",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _report(result: Result, depth: int, simulated: bool) -> dict[str, Any]:
+    violation = result.violation
+    return {
+        "scenario": result.scenario,
+        "mode": "simulate" if simulated else "explore",
+        "states": result.states,
+        "transitions": result.transitions,
+        "depth": result.depth,
+        "maxDepth": depth,
+        "complete": result.complete,
+        "terminalStates": result.terminal_states,
+        "seconds": round(result.seconds, 3),
+        "statesPerSecond": round(result.rate),
+        "peakRssMb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+        "properties": list(result.properties),
+        "held": violation is None,
+        "violation": None
+        if violation is None
+        else {
+            "property": violation.property,
+            "detail": violation.detail,
+            "trace": [
+                {
+                    "step": step.number,
+                    "action": step.label,
+                    "changes": [{"path": p, "before": b, "after": a} for p, b, a in step.changes],
+                }
+                for step in violation.steps
+            ],
+        },
+    }
+
+
+def _print_summary(report: dict[str, Any]) -> None:
+    verdict = "all properties held" if report["held"] else "VIOLATION"
+    scope = "exhausted" if report["complete"] else f"to depth {report['maxDepth']}"
+    typer.echo(
+        f"{report['scenario']}: {verdict}; {report['states']:,} states, "
+        f"{report['transitions']:,} transitions, "
+        f"depth {report['depth']} ({report['mode']}, {scope}), {report['seconds']:.1f} s, "
+        f"{report['statesPerSecond']:,} states/s, peak {report['peakRssMb']} MB"
+    )
+    if report["held"]:
+        typer.echo(f"  properties: {', '.join(report['properties'])}")
+
+
+def _print_violation(violation: Counterexample) -> None:
+    typer.echo(f"  property {violation.property!r} broken: {violation.detail}")
+    for step in violation.steps:
+        typer.echo(f"  {step.number:3}. {step.label}")
+        for path, before, after in step.changes:
+            typer.echo(f"         {path}: {_shown(before)} -> {_shown(after)}")
+
+
+def _shown(value: str | None) -> str:
+    return "-" if value is None else value
+
+
+def _list(json_out: bool) -> None:
+    if json_out:
+        typer.echo(
+            json.dumps(
+                {
+                    "scenarios": {name: model.description for name, model in SCENARIOS.items()},
+                    "mutants": {
+                        name: (protocol.step.__doc__ or protocol.decide_wait.__doc__ or "").strip()
+                        for name, protocol in MUTANTS.items()
+                    },
+                },
+                indent=2,
+            )
+        )
+        return
+    typer.echo("scenarios:")
+    for name, model in SCENARIOS.items():
+        typer.echo(f"  {name}: {model.description}")
+    typer.echo("mutants:")
+    for name in MUTANTS:
+        typer.echo(f"  {name}")

@@ -1,0 +1,205 @@
+# Deliberately broken variants of the protocol, each selectable by name: the proof that the checker looks.
+# Each mutant wraps the real reducers and breaks exactly one rule the way a plausible bug would; the test
+# suite requires that some shipped scenario catches every one of them, and that the real protocol passes.
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+from immutables import Map
+
+from harness.core import delivery as d
+from harness.core import effects as fx
+from harness.core.commands import Ask, Reply, Tick
+from harness.core.errors import ErrorCode, Rejected
+from harness.core.limits import Limits
+from harness.core.outcome import Accepted
+from harness.core.queries import WaitDecision, WaitReason
+from harness.core.records import Exchange, NoticeKind, QuestionState, Team
+from harness.core.system import Action, AtDesk, System, render_notice
+from harness.core.values import replace
+
+from .world import REAL, Protocol, real_step_system
+
+Outcome = Accepted[System] | Rejected
+
+
+def _retry_uncertain_after_restart(system: System, action: Action, limits: Limits) -> Outcome:
+    """After a restart the desk puts writes that may have happened back in the queue (and forgets it began
+    them), so a notice that may already be on screen is pasted again."""
+    outcome = real_step_system(system, action, limits)
+    if isinstance(outcome, Rejected) or not (
+        isinstance(action, AtDesk) and isinstance(action.command, d.Restart)
+    ):
+        return outcome
+    desk = outcome.state.desks[action.machine_id]
+    notices, sessions = desk.notices, desk.sessions
+    for notice in desk.notices.values():
+        if notice.state is d.DeliveryState.UNCONFIRMED and notice.reason is d.Reason.RESTART:
+            notices = notices.set(
+                notice.id,
+                replace(
+                    notice,
+                    state=d.DeliveryState.QUEUED,
+                    reason=d.Reason.UNOBSERVED,
+                    started_at=None,
+                    seen_at=None,
+                ),
+            )
+            session = sessions[notice.agent_id]
+            timers = tuple(sorted((*session.timers, (notice.expires_at, notice.id))))
+            requeued = replace(session, queue=(notice.id, *session.queue), writing=None, timers=timers)
+            sessions = sessions.set(notice.agent_id, requeued)
+    desk = replace(desk, notices=notices, sessions=sessions)
+    return attrs.evolve(
+        outcome, state=System(outcome.state.ledger, outcome.state.desks.set(desk.machine_id, desk))
+    )
+
+
+def _accept_non_addressee_reply(system: System, action: Action, limits: Limits) -> Outcome:
+    """A reply by a member the question was not addressed to is taken as the answer."""
+    outcome = real_step_system(system, action, limits)
+    if not (
+        isinstance(outcome, Rejected) and outcome.code is ErrorCode.WRONG_MEMBER and isinstance(action, Reply)
+    ):
+        return outcome
+    team = system.ledger.teams[action.team_id]
+    intruder = team.keys.get(action.member_key or "")
+    exchange = team.exchanges[action.question_id]
+    forced = real_step_system(system, attrs.evolve(action, member_key=None, member_id=exchange.to), limits)
+    if isinstance(forced, Rejected) or intruder is None:
+        return outcome
+    return attrs.evolve(
+        forced,
+        state=_edit_exchange(forced.state, action.team_id, exchange.id, lambda e: _authored_by(e, intruder)),
+    )
+
+
+def _authored_by(exchange: Exchange, author: str) -> Exchange:
+    assert exchange.answer is not None
+    return replace(exchange, answer=replace(exchange.answer, author=author))
+
+
+def _resume_on_late_answer(system: System, action: Action, limits: Limits) -> Outcome:
+    """A late reply to an expired or cancelled question still resumes the asker with a continuation."""
+    outcome = real_step_system(system, action, limits)
+    if isinstance(outcome, Rejected) or not isinstance(action, Reply):
+        return outcome
+    exchange = outcome.state.ledger.teams[action.team_id].exchanges[action.question_id]
+    if exchange.answer is None or not exchange.answer.late:
+        return outcome
+    team = outcome.state.ledger.teams[action.team_id]
+    asker = team.members[exchange.from_]
+    notice = fx.SubmitNotice(
+        team.id,
+        fx.notice_id(team.id, exchange.id, NoticeKind.ANSWER),
+        NoticeKind.ANSWER,
+        exchange.id,
+        asker.id,
+        asker.machine_id,
+        asker.agent_id,
+        action.at + limits.notice_ttl_ms,
+    )
+    text = render_notice(outcome.state.ledger, notice, limits)
+    submit = d.Submit(
+        action.at,
+        team.id,
+        notice.notice_id,
+        notice.kind,
+        exchange.id,
+        asker.id,
+        asker.machine_id,
+        asker.agent_id,
+        notice.expires_at,
+        text,
+    )
+    resumed = real_step_system(outcome.state, AtDesk(asker.machine_id, submit), limits)
+    if isinstance(resumed, Rejected):
+        return outcome
+    return attrs.evolve(resumed, effects=outcome.effects + resumed.effects)
+
+
+def _write_on_stale_idle(system: System, action: Action, limits: Limits) -> Outcome:
+    """The write boundary trusts the desk's last look at the screen instead of the shell's recheck."""
+    if isinstance(action, AtDesk) and isinstance(action.command, d.WriteStarted):
+        desk = system.desks.get(action.machine_id)
+        notice = desk.notices.get(action.command.notice_id) if desk is not None else None
+        session = desk.sessions.get(notice.agent_id) if desk is not None and notice is not None else None
+        if session is not None and session.observed is not None:
+            stale = attrs.evolve(
+                action.command, seen=session.observed, seen_at=max(session.observed_at, session.idle_after)
+            )
+            return real_step_system(system, AtDesk(action.machine_id, stale), limits)
+    return real_step_system(system, action, limits)
+
+
+def _forget_pending_count(system: System, action: Action, limits: Limits) -> Outcome:
+    """An ask is not counted against its sender's pending questions."""
+    outcome = real_step_system(system, action, limits)
+    if isinstance(outcome, Rejected) or not isinstance(action, Ask) or not outcome.changed:
+        return outcome
+    team = outcome.state.ledger.teams[action.team_id]
+    sender = team.exchanges[action.id].from_
+    count = team.pending_by_sender[sender] - 1
+    pending = team.pending_by_sender.set(sender, count) if count else team.pending_by_sender.delete(sender)
+    return attrs.evolve(outcome, state=_edit_team(outcome.state, replace(team, pending_by_sender=pending)))
+
+
+def _tick_never_expires(system: System, action: Action, limits: Limits) -> Outcome:
+    """The clock passing a deadline expires nothing: questions stay open forever."""
+    if isinstance(action, Tick):
+        return Accepted(system, None, changed=False)
+    return real_step_system(system, action, limits)
+
+
+def _wait_ignores_incoming(
+    team: Team, waiter: str, exchange: Exchange, now: int, until: int
+) -> WaitDecision | None:
+    """A wait returns only on its own question's answer or end, or its timeout: incoming questions don't
+    break it, so two members waiting on each other sit out their whole timeouts."""
+    current = team.exchanges[exchange.id]
+    if current.state is QuestionState.ANSWERED:
+        return WaitDecision(WaitReason.ANSWERED, current, ())
+    if current.state is QuestionState.CANCELLED:
+        return WaitDecision(WaitReason.CANCELLED, current, ())
+    if current.state is QuestionState.EXPIRED:
+        return WaitDecision(WaitReason.EXPIRED, current, ())
+    return WaitDecision(WaitReason.TIMEOUT, current, ()) if now >= until else None
+
+
+def _edit_team(system: System, team: Team) -> System:
+    ledger = replace(system.ledger, teams=system.ledger.teams.set(team.id, team))
+    return System(ledger, system.desks)
+
+
+def _edit_exchange(
+    system: System, team_id: str, exchange_id: str, edit: Callable[[Exchange], Exchange]
+) -> System:
+    team = system.ledger.teams[team_id]
+    exchanges: Map[str, Exchange] = team.exchanges.set(exchange_id, edit(team.exchanges[exchange_id]))
+    return _edit_team(system, replace(team, exchanges=exchanges))
+
+
+MUTANTS: dict[str, Protocol] = {
+    protocol.name: protocol
+    for protocol in (
+        attrs.evolve(REAL, name="retry-uncertain-after-restart", step=_retry_uncertain_after_restart),
+        attrs.evolve(REAL, name="accept-non-addressee-reply", step=_accept_non_addressee_reply),
+        attrs.evolve(REAL, name="resume-on-late-answer", step=_resume_on_late_answer),
+        attrs.evolve(REAL, name="write-on-stale-idle", step=_write_on_stale_idle),
+        attrs.evolve(REAL, name="wait-ignores-incoming", decide_wait=_wait_ignores_incoming),
+        attrs.evolve(REAL, name="forget-pending-count", step=_forget_pending_count),
+        attrs.evolve(REAL, name="tick-never-expires", step=_tick_never_expires),
+    )
+}
+
+# Where each mutant is expected to be caught; the test suite checks it. `harness check --mutant` tries all.
+CAUGHT_BY: dict[str, str] = {
+    "retry-uncertain-after-restart": "delivery-crash-restart",
+    "accept-non-addressee-reply": "two-agents-ask-each-other",
+    "resume-on-late-answer": "pause-resume-cancel",
+    "write-on-stale-idle": "delivery-crash-restart",
+    "wait-ignores-incoming": "wait-deadlock",
+    "forget-pending-count": "two-agents-ask-each-other",
+    "tick-never-expires": "two-agents-ask-each-other",
+}

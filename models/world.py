@@ -1,0 +1,670 @@
+# The world a scenario explores: the real composed system (owner ledger + delivery desks, core/system.py)
+# plus what the protocol does not own but must survive: terminals that go busy, take human drafts and open
+# dialogs; a shell that rechecks and pastes; a daemon that crashes mid-write; RPC replies that get lost and
+# retried with the same operation id; a clock that jumps past deadlines; agents that wait on each other.
+#
+# Every protocol decision is the real reducers'. The world only chooses which input comes next and records
+# what physically happened (which notices reached which terminal, in which screen state), so the properties
+# can judge the protocol by its effects, not by its own bookkeeping.
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from typing import TypeVar
+
+import attrs
+from immutables import Map
+
+from harness.core import delivery as d
+from harness.core import effects as fx
+from harness.core.commands import (
+    Ask,
+    Cancel,
+    CreateTeam,
+    NewMember,
+    PauseTeam,
+    Reply,
+    ResumeTeam,
+    Tick,
+)
+from harness.core.delivery_invariants import desk_violations, system_violations
+from harness.core.errors import Rejected
+from harness.core.invariants import ledger_violations
+from harness.core.limits import Limits
+from harness.core.outcome import Accepted
+from harness.core.queries import WaitDecision, decide_wait, incoming_for
+from harness.core.records import DeliveryView, Exchange, Membership, NoticeKind, QuestionState, Team
+from harness.core.system import (
+    Action,
+    AtDesk,
+    Routed,
+    System,
+    answer_retrieved_action,
+    inbox_read_action,
+    step_system,
+)
+from harness.core.values import replace
+
+from .checker import Transition, Violation
+
+TEAM = "t"
+StepSystem = Callable[[System, Action, Limits], Accepted[System] | Rejected]
+DecideWait = Callable[[Team, str, object, int, int], WaitDecision | None]
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def real_step_system(system: System, action: Action, limits: Limits) -> Accepted[System] | Rejected:
+    """The real composed reducers. Memoized: many explored worlds share a system and differ only in their
+    screens or clock, and a step is a pure function of its arguments."""
+    return step_system(system, action, limits)
+
+
+@attrs.frozen
+class Protocol:
+    """The reducers under test. Mutants (models/mutants.py) swap in deliberately broken variants."""
+
+    name: str = "team.v1"
+    step: StepSystem = real_step_system
+    decide_wait: Callable[..., WaitDecision | None] = decide_wait
+
+
+REAL = Protocol()
+
+
+@attrs.frozen
+class PlannedAsk:
+    asker: int
+    to: int
+    parent: int | None = None  # index of another planned ask this one follows up
+    ttl_ms: int = 10_000
+
+
+# Small numbers keep the clock's reachable values few; the protocol's rules do not depend on their size.
+MODEL_LIMITS = Limits(
+    ttl_min_ms=5_000,
+    notice_ttl_ms=20_000,
+    observation_fresh_ms=5_000,
+    write_settle_ms=2_000,
+    write_timeout_ms=10_000,
+)
+
+
+@attrs.frozen
+class Config:
+    """A scenario: who is in the team, what they may do, and what the world may throw at them."""
+
+    agents: int
+    machines: int = 1  # agents are spread over this many destination machines
+    asks: tuple[PlannedAsk, ...] = ()
+    replies: bool = True
+    ignores: bool = False  # an addressee may decide never to answer
+    wrong_replies: bool = False  # a non-addressee tries to answer
+    waits: bool = False
+    reads: bool = False  # inbox reads (which suppress unsent notices)
+    fine_delivery: bool = False  # explore each look, recheck, write end and turn as its own step
+    introductions: bool = False  # deliver the members' introductions too (else they are read at the start)
+    cancels: bool = False
+    pause: bool = False
+    crashes: int = 0  # daemon crash + restart, at any step
+    retries: bool = False  # a lost RPC reply: the client repeats an accepted ask with the same id
+    disturbances: int = 0  # screen changes the world may make (busy, draft, dialog, offline, then back)
+    screens: tuple[d.Observed, ...] = (d.Observed.BUSY, d.Observed.DRAFT, d.Observed.DIALOG)
+    write_results: tuple[d.WriteResult, ...] = (d.WriteResult.OK, d.WriteResult.UNCERTAIN)
+    horizon_ms: int = 30_000  # the clock never passes this: keeps the state space finite
+    limits: Limits = MODEL_LIMITS
+
+
+def machine_of(config: Config, agent: int) -> str:
+    return f"mach{agent % config.machines}"
+
+
+@attrs.frozen(cache_hash=True)
+class World:
+    system: System
+    now: int
+    screens: tuple[d.Observed, ...]  # what each agent's terminal shows right now
+    disturbances: int
+    crashes: int
+    due: frozenset[tuple[str, str]]  # (machine, notice id): WriteDue not yet acted on by the shell
+    inflight: frozenset[tuple[str, str]]  # (machine, notice id): pasted, end not yet reported
+    turns: frozenset[tuple[str, str]]  # (machine, notice id): the engine works on a delivered notice
+    written: Map[str, int]  # notice id -> times it physically reached a terminal
+    team_timers: frozenset[int]
+    desk_timers: frozenset[tuple[str, int]]
+    asked: frozenset[int]  # planned asks already accepted
+    waiting: tuple[tuple[str, int] | None, ...]  # per agent: (question id, until) while blocked in wait
+    ignored: frozenset[str] = frozenset()  # questions their addressee decided never to answer
+    pauses: int = 0  # owner pauses left (each may be followed by a resume)
+    harm: tuple[Violation, ...] = ()  # what the world saw go wrong on the last step (judged by properties)
+
+
+def member_id(agent: int) -> str:
+    return f"m{agent}"
+
+
+def question_id(index: int) -> str:
+    return f"q{index}"
+
+
+def initial_world(config: Config, protocol: Protocol) -> World:
+    members = tuple(
+        NewMember(member_id(i), machine_of(config, i), f"a{i}", f"agent{i}", "peer", f"k{i}")
+        for i in range(config.agents)
+    )
+    world = World(
+        system=System(),
+        now=0,
+        screens=tuple(d.Observed.IDLE for _ in range(config.agents)),
+        disturbances=config.disturbances,
+        crashes=config.crashes,
+        due=frozenset(),
+        inflight=frozenset(),
+        turns=frozenset(),
+        written=Map(),
+        team_timers=frozenset(),
+        desk_timers=frozenset(),
+        asked=frozenset(),
+        waiting=tuple(None for _ in range(config.agents)),
+        pauses=1 if config.pause else 0,
+    )
+    created = _apply(world, config, protocol, CreateTeam(0, TEAM, "model", members))
+    assert created is not None, "the scenario's team must be creatable"
+    if not config.introductions:
+        # Each member reads its inbox once before the story starts: their introductions are settled, so the
+        # search spends itself on the questions, not on every order of delivering two introductions.
+        for i in range(config.agents):
+            read = inbox_read_action(created.system, TEAM, member_id(i), 0)
+            assert read is not None
+            after = _apply(created, config, protocol, read)
+            assert after is not None
+            created = after
+    return replace(created, due=frozenset(), desk_timers=frozenset())
+
+
+def _apply(world: World, config: Config, protocol: Protocol, action: Action) -> World | None:
+    """Feed one input to the protocol and let the shell take in the effects; None if it was rejected."""
+    outcome = protocol.step(world.system, action, config.limits)
+    if isinstance(outcome, Rejected):
+        return None
+    return _absorb(replace(world, system=outcome.state, harm=()), config, outcome.effects)
+
+
+def _absorb(world: World, config: Config, effects: Sequence[object]) -> World:
+    due, inflight, written = set(world.due), set(world.inflight), world.written
+    team_timers, desk_timers = set(world.team_timers), set(world.desk_timers)
+    harm: list[Violation] = list(world.harm)
+    for effect in effects:
+        if isinstance(effect, fx.ArmTimer):
+            team_timers.add(effect.at)
+        elif isinstance(effect, Routed):
+            inner = effect.effect
+            if isinstance(inner, d.ArmDeskTimer):
+                desk_timers.add((effect.machine_id, inner.at))
+            elif isinstance(inner, d.WriteDue):
+                due.add((effect.machine_id, inner.notice_id))
+            elif isinstance(inner, d.WriteNotice):
+                # The paste happens now, at the write boundary the desk just licensed.
+                agent = int(inner.agent_id[1:])
+                screen = world.screens[agent]
+                if screen is not d.Observed.IDLE:
+                    harm.append(("no-write-over-human", f"{inner.notice_id} pasted into a {screen} terminal"))
+                count = written.get(inner.notice_id, 0) + 1
+                if count > 1:
+                    harm.append(
+                        ("no-duplicate-write", f"{inner.notice_id} reached the terminal {count} times")
+                    )
+                written = written.set(inner.notice_id, count)
+                inflight.add((effect.machine_id, inner.notice_id))
+    return replace(
+        world,
+        due=frozenset(due),
+        inflight=frozenset(inflight),
+        written=written,
+        team_timers=frozenset(team_timers),
+        desk_timers=frozenset(desk_timers),
+        harm=tuple(harm),
+    )
+
+
+def successors(world: World, config: Config, protocol: Protocol) -> Iterator[tuple[str, World]]:
+    """Every input the world may give next, with the world after it. Rejected inputs lead nowhere."""
+    team = world.system.ledger.teams[TEAM]
+    now = world.now
+
+    def go(label: str, action: Action, base: World | None = None) -> Iterator[tuple[str, World]]:
+        nxt = _apply(base or world, config, protocol, action)
+        if nxt is not None and nxt != world:
+            yield label, nxt
+
+    # Agents: ask, reply, wait, read, cancel, retry.
+    for index, plan in enumerate(config.asks):
+        if index in world.asked:
+            if config.retries:
+                yield from go(f"retry ask {question_id(index)} (reply lost)", _ask(config, index, now))
+            continue
+        if plan.parent is not None and plan.parent not in world.asked:
+            continue
+        nxt = _apply(world, config, protocol, _ask(config, index, now))
+        if nxt is not None:
+            yield (
+                f"m{plan.asker} asks m{plan.to} {question_id(index)}",
+                replace(nxt, asked=nxt.asked | {index}),
+            )
+    for exchange_id in team.exchange_order:
+        exchange = team.exchanges[exchange_id]
+        to = int(exchange.to[1:])
+        if config.replies and exchange.answer is None and exchange_id not in world.ignored:
+            yield from go(
+                f"m{to} replies {exchange_id}", Reply(now, TEAM, exchange_id, "answer", member_key=f"k{to}")
+            )
+            if config.ignores:  # the addressee may never answer: only the deadline ends the question then
+                yield (
+                    f"m{to} ignores {exchange_id}",
+                    replace(world, ignored=world.ignored | {exchange_id}, harm=()),
+                )
+        if config.wrong_replies and exchange.answer is None:
+            wrong = next(i for i in range(config.agents) if member_id(i) != exchange.to)
+            yield from go(
+                f"m{wrong} replies {exchange_id} (not addressed)",
+                Reply(now, TEAM, exchange_id, "intruder", member_key=f"k{wrong}"),
+            )
+        if config.cancels and exchange.state is QuestionState.OPEN:
+            asker = exchange.from_
+            yield from go(
+                f"{asker} cancels {exchange_id}", Cancel(now, TEAM, exchange_id, member_key=f"k{asker[1:]}")
+            )
+    if config.waits:
+        yield from _waits(world, config, protocol, team)
+    if config.reads:
+        for agent in range(config.agents):
+            read = inbox_read_action(world.system, TEAM, member_id(agent), now)
+            if read is not None:
+                yield from go(f"m{agent} reads its inbox", read)
+    for exchange_id in team.exchange_order:
+        if team.exchanges[exchange_id].state is QuestionState.ANSWERED:
+            retrieved = answer_retrieved_action(world.system, TEAM, exchange_id, now)
+            if retrieved is not None:
+                asker = team.exchanges[exchange_id].from_
+                yield from go(f"{asker} retrieves the answer to {exchange_id}", retrieved)
+    # Owner.
+    if config.pause and world.pauses > 0:
+        paused = _apply(world, config, protocol, PauseTeam(now, TEAM))
+        if paused is not None and paused != world:
+            yield "owner pauses the team", replace(paused, pauses=world.pauses - 1)
+    if config.pause:
+        yield from go("owner resumes the team", ResumeTeam(now, TEAM))
+    # Terminals and the shell.
+    yield from _terminals(world, config, protocol)
+    # Faults.
+    if world.crashes > 0:
+        yield "daemon crashes and restarts", _crash(world, config, protocol)
+    # Time.
+    yield from _time(world, config, protocol, team)
+
+
+def _ask(config: Config, index: int, now: int) -> Ask:
+    plan = config.asks[index]
+    parent = question_id(plan.parent) if plan.parent is not None else None
+    return Ask(
+        now,
+        TEAM,
+        question_id(index),
+        member_id(plan.to),
+        f"question {index}",
+        None,
+        plan.ttl_ms,
+        parent,
+        member_key=f"k{plan.asker}",
+    )
+
+
+def _waits(world: World, config: Config, protocol: Protocol, team: Team) -> Iterator[tuple[str, World]]:
+    for agent in range(config.agents):
+        waiting = world.waiting[agent]
+        if waiting is None:
+            for exchange_id in team.exchange_order:
+                exchange = team.exchanges[exchange_id]
+                if exchange.from_ == member_id(agent) and exchange.state is QuestionState.OPEN:
+                    until = world.now + 10_000
+                    yield (
+                        f"m{agent} waits on {exchange_id}",
+                        replace(world, waiting=_set(world.waiting, agent, (exchange_id, until)), harm=()),
+                    )
+            continue
+        exchange_id, until = waiting
+        decision = protocol.decide_wait(team, member_id(agent), team.exchanges[exchange_id], world.now, until)
+        if decision is not None:
+            woke = replace(world, waiting=_set(world.waiting, agent, None), harm=())
+            yield f"m{agent} wakes ({decision.reason})", woke
+
+
+def _deliver_atomically(world: World, config: Config, protocol: Protocol) -> Iterator[tuple[str, World]]:
+    """One step per notice taken: the shell looks at an idle screen, rechecks, pastes, the write ends ok and
+    the agent's turn on it is observed. Every part is still the real desk's decision; only the
+    interleavings inside one delivery are not explored (the fine-grained scenarios do that)."""
+    now = world.now
+    for agent in range(config.agents):
+        if world.screens[agent] is not d.Observed.IDLE:
+            continue
+        machine = machine_of(config, agent)
+        looked = world
+        if _needs_look(world, config, machine, agent):
+            looked = _apply(
+                world, config, protocol, AtDesk(machine, d.Observe(now, f"a{agent}", d.Observed.IDLE))
+            )
+            if looked is None:
+                continue
+        for due_machine, notice_id in sorted(looked.due):
+            if due_machine != machine or _agent_of(looked, machine, notice_id) != agent:
+                continue
+            base = replace(looked, due=looked.due - {(machine, notice_id)})
+            started = _apply(
+                base, config, protocol, AtDesk(machine, d.WriteStarted(now, notice_id, d.Observed.IDLE, now))
+            )
+            if started is None or (machine, notice_id) not in started.inflight:
+                continue
+            harm = started.harm
+            written = replace(started, inflight=started.inflight - {(machine, notice_id)})
+            finished = _apply(
+                written, config, protocol, AtDesk(machine, d.WriteFinished(now, notice_id, d.WriteResult.OK))
+            )
+            if finished is None:
+                continue
+            turned = (
+                _apply(finished, config, protocol, AtDesk(machine, d.TurnObserved(now, notice_id)))
+                or finished
+            )
+            yield f"a{agent} takes {notice_id}", replace(turned, harm=harm + turned.harm)
+
+
+def _terminals(world: World, config: Config, protocol: Protocol) -> Iterator[tuple[str, World]]:
+    if not config.fine_delivery:
+        yield from _deliver_atomically(world, config, protocol)
+        return
+    now = world.now
+    for agent in range(config.agents):
+        machine = machine_of(config, agent)
+        screen = world.screens[agent]
+        if _needs_look(world, config, machine, agent):
+            observed = _apply(world, config, protocol, AtDesk(machine, d.Observe(now, f"a{agent}", screen)))
+            if observed is not None and observed != world:
+                yield f"shell observes a{agent} {screen}", observed
+        busy_with = [n for (m, n) in world.turns if m == machine and _agent_of(world, m, n) == agent]
+        if world.disturbances > 0 and not busy_with:
+            for change in config.screens if screen is d.Observed.IDLE else (d.Observed.IDLE,):
+                yield (
+                    f"a{agent} screen turns {change}",
+                    replace(
+                        world,
+                        screens=_set(world.screens, agent, change),
+                        disturbances=world.disturbances - 1,
+                        harm=(),
+                    ),
+                )
+    for machine, notice_id in sorted(world.due):
+        agent = _agent_of(world, machine, notice_id)
+        seen = world.screens[agent]
+        base = replace(world, due=world.due - {(machine, notice_id)}, harm=())
+        started = _apply(base, config, protocol, AtDesk(machine, d.WriteStarted(now, notice_id, seen, now)))
+        yield f"shell rechecks a{agent} ({seen}) for {notice_id}", started if started is not None else base
+    for machine, notice_id in sorted(world.inflight):
+        agent = _agent_of(world, machine, notice_id)
+        base = replace(world, inflight=world.inflight - {(machine, notice_id)}, harm=())
+        for result in config.write_results:
+            finished = _apply(
+                base, config, protocol, AtDesk(machine, d.WriteFinished(now, notice_id, result))
+            )
+            if finished is None:
+                continue
+            if result is not d.WriteResult.FAILED:  # the engine took the paste and works on it
+                finished = replace(
+                    finished,
+                    screens=_set(finished.screens, agent, d.Observed.BUSY),
+                    turns=finished.turns | {(machine, notice_id)},
+                )
+            yield f"write {notice_id} ends {result}", finished
+    for machine, notice_id in sorted(world.turns):
+        agent = _agent_of(world, machine, notice_id)
+        base = replace(
+            world,
+            turns=world.turns - {(machine, notice_id)},
+            screens=_set(world.screens, agent, d.Observed.IDLE),
+            harm=(),
+        )
+        turned = _apply(base, config, protocol, AtDesk(machine, d.TurnObserved(now, notice_id)))
+        yield f"a{agent} finishes its turn on {notice_id}", turned if turned is not None else base
+
+
+def _crash(world: World, config: Config, protocol: Protocol) -> World:
+    """The daemon dies at this step and comes back: in-memory work is gone, the ledgers are not."""
+    base = replace(
+        world,
+        crashes=world.crashes - 1,
+        due=frozenset(),
+        inflight=frozenset(),
+        waiting=tuple(None for _ in world.waiting),
+        harm=(),
+    )
+    for machine in sorted(base.system.desks.keys()):
+        restarted = _apply(base, config, protocol, AtDesk(machine, d.Restart(world.now)))
+        if restarted is not None:
+            base = restarted
+    return base
+
+
+def _time(world: World, config: Config, protocol: Protocol, team: Team) -> Iterator[tuple[str, World]]:
+    """The clock moves to the next moment something can happen (a timer, a write settling, a wait's end),
+    and the shell fires every timer that is due then, as the daemon's timer task would."""
+    now = world.now
+    moments = {at for at in world.team_timers if at > now} | {at for _, at in world.desk_timers if at > now}
+    moments |= {waiting[1] for waiting in world.waiting if waiting is not None and waiting[1] > now}
+    for desk in world.system.desks.values():
+        moments |= {
+            s.idle_after for s in desk.sessions.values() if s.idle_after > now and (s.queue or s.writing)
+        }
+    later = sorted(at for at in moments if at <= config.horizon_ms)
+    overdue = any(t <= now for t in world.team_timers) or any(t <= now for _, t in world.desk_timers)
+    if not later and not overdue:
+        return
+    at = now if overdue else later[0]
+    moved = replace(world, now=at, harm=())
+    if any(due <= at for due in world.team_timers):
+        moved = replace(moved, team_timers=frozenset(t for t in world.team_timers if t > at))
+        moved = _apply(moved, config, protocol, Tick(at, TEAM)) or moved
+    for machine in sorted({machine for machine, due in world.desk_timers if due <= at}):
+        moved = replace(
+            moved, desk_timers=frozenset(t for t in moved.desk_timers if t[0] != machine or t[1] > at)
+        )
+        moved = _apply(moved, config, protocol, AtDesk(machine, d.Tick(at))) or moved
+    yield f"clock moves to {at}", moved
+
+
+def _needs_look(world: World, config: Config, machine: str, agent: int) -> bool:
+    """The shell polls a screen when the desk's picture of it is missing, different or no longer fresh."""
+    desk = world.system.desks.get(machine)
+    session = desk.sessions.get(f"a{agent}") if desk is not None else None
+    if session is None:
+        return True
+    if session.observed is not world.screens[agent]:
+        return True
+    return session.observed is d.Observed.IDLE and not d.fresh_idle(session, world.now, config.limits)
+
+
+def _agent_of(world: World, machine: str, notice_id: str) -> int:
+    return int(world.system.desks[machine].notices[notice_id].agent_id[1:])
+
+
+T = TypeVar("T")
+
+
+def _set(values: tuple[T, ...], index: int, value: T) -> tuple[T, ...]:
+    return (*values[:index], value, *values[index + 1 :])
+
+
+# --- properties -------------------------------------------------------------------------------------------
+
+ALWAYS = (
+    "no-duplicate-write",
+    "no-write-over-human",
+    "ledger-invariants",
+    "desk-invariants",
+    "no-answer-by-non-addressee",
+    "no-continuation-from-late-answer",
+    "no-wait-blocked-by-pending-question",
+    "bounds-hold",
+)
+EVENTUALLY = ("questions-end-after-deadline", "waits-end")
+
+
+def always(world: World, config: Config, protocol: Protocol) -> list[Violation]:
+    found = list(world.harm)
+    ledger = world.system.ledger
+    for invariant, detail in ledger_violations(ledger, config.limits):
+        name = {
+            "T1": "bounds-hold",
+            "T2": "no-answer-by-non-addressee",
+            "T7": "no-continuation-from-late-answer",
+        }
+        found.append((name.get(invariant, "ledger-invariants"), f"{invariant}: {detail}"))
+    for desk in world.system.desks.values():
+        found.extend(
+            ("desk-invariants", f"{inv}: {detail}") for inv, detail in desk_violations(desk, config.limits)
+        )
+    found.extend(
+        ("desk-invariants", f"{inv}: {detail}")
+        for inv, detail in system_violations(world.system, world.now, config.limits)
+    )
+    team = ledger.teams[TEAM]
+    for desk in world.system.desks.values():
+        for notice in desk.notices.values():
+            if notice.kind is NoticeKind.ANSWER:
+                exchange = team.exchanges.get(notice.subject_id)
+                if exchange is not None and exchange.answer is not None and exchange.answer.late:
+                    found.append(("no-continuation-from-late-answer", f"{notice.id} resumes a late answer"))
+    for agent, waiting in enumerate(world.waiting):
+        if waiting is None:
+            continue
+        exchange_id, until = waiting
+        if incoming_for(team, member_id(agent)) and (
+            protocol.decide_wait(team, member_id(agent), team.exchanges[exchange_id], world.now, until)
+            is None
+        ):
+            found.append(("no-wait-blocked-by-pending-question", f"m{agent} stays blocked on {exchange_id}"))
+    return found
+
+
+def eventually(world: World, config: Config) -> list[Violation]:
+    team = world.system.ledger.teams[TEAM]
+    found: list[Violation] = [
+        (
+            "questions-end-after-deadline",
+            f"{exchange.id} is still open at {world.now} past {exchange.deadline_at}",
+        )
+        for exchange in team.exchanges.values()
+        if exchange.state is QuestionState.OPEN and exchange.deadline_at <= world.now
+    ]
+    found.extend(
+        ("waits-end", f"m{agent} is still waiting on {waiting[0]}")
+        for agent, waiting in enumerate(world.waiting)
+        if waiting is not None and world.now >= waiting[1]
+    )
+    return found
+
+
+def describe(world: World) -> dict[str, str]:
+    """Flat facts for trace diffs: question and delivery states, screens, clock, shell work in flight."""
+    facts: dict[str, str] = {"clock": str(world.now)}
+    team = world.system.ledger.teams[TEAM]
+    facts["team"] = team.state.value
+    for exchange in team.exchanges.values():
+        answer = exchange.answer
+        facts[f"question {exchange.id}"] = exchange.state.value + (
+            f", answered by {answer.author}{' (late)' if answer.late else ''}" if answer else ""
+        )
+    for _machine, desk in world.system.desks.items():
+        for notice in desk.notices.values():
+            facts[f"notice {notice.id}"] = (
+                f"{notice.state} ({notice.reason})" if notice.reason else str(notice.state)
+            )
+    for agent, screen in enumerate(world.screens):
+        facts[f"screen a{agent}"] = screen.value
+    for notice_id, count in world.written.items():
+        facts[f"pasted {notice_id}"] = str(count)
+    for agent, waiting in enumerate(world.waiting):
+        if waiting:
+            facts[f"m{agent} waits"] = waiting[0]
+    facts["shell due"] = ", ".join(n for _, n in sorted(world.due)) or "-"
+    facts["in flight"] = ", ".join(n for _, n in sorted(world.inflight)) or "-"
+    return facts
+
+
+def to_transition(label: str, world: World) -> Transition[World]:
+    return Transition(label, world, ())
+
+
+__all__ = [
+    "ALWAYS",
+    "EVENTUALLY",
+    "REAL",
+    "Config",
+    "PlannedAsk",
+    "Protocol",
+    "World",
+    "always",
+    "describe",
+    "eventually",
+    "initial_world",
+    "successors",
+]
+
+
+def _hashable(world: World) -> Hashable:
+    return world
+
+
+def canonical_world(world: World) -> World:
+    """The world with its write-only bookkeeping zeroed: team revisions and the times delivery views were
+    last updated. No reducer decision reads them (they only count and stamp), so two worlds that differ only
+    there behave alike from here on; without this, every order of the same reports is a new state."""
+    ledger = world.system.ledger
+    teams = Map({team_id: _canonical_team(team) for team_id, team in ledger.teams.items()})
+    desks = Map({machine: _canonical_desk(desk) for machine, desk in world.system.desks.items()})
+    return replace(world, system=System(replace(ledger, teams=teams), desks))
+
+
+# Successor states share most of their teams and desks with their parent, so canonical forms are memoized.
+@functools.lru_cache(maxsize=1 << 16)
+def _canonical_team(team: Team) -> Team:
+    return replace(
+        team,
+        revision=0,
+        exchanges=Map({k: _plain_exchange(e) for k, e in team.exchanges.items()}),
+        members=Map({k: _plain_member(m) for k, m in team.members.items()}),
+    )
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _canonical_desk(desk: d.Desk) -> d.Desk:
+    return replace(desk, notices=Map({k: replace(n, updated_at=0) for k, n in desk.notices.items()}))
+
+
+def _plain_view(view: DeliveryView | None) -> DeliveryView | None:
+    return None if view is None else DeliveryView(view.state, view.reason, 0)
+
+
+def _plain_exchange(exchange: Exchange) -> Exchange:
+    if exchange.delivery is None and exchange.answer_delivery is None:
+        return exchange
+    return replace(
+        exchange,
+        delivery=_plain_view(exchange.delivery),
+        answer_delivery=_plain_view(exchange.answer_delivery),
+    )
+
+
+def _plain_member(member: Membership) -> Membership:
+    return (
+        member
+        if member.introduction is None
+        else replace(member, introduction=_plain_view(member.introduction))
+    )
