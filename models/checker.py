@@ -31,9 +31,16 @@ class Transition(Generic[S]):
 class Model(Protocol[S]):
     """What the checker needs from a scenario over some state type S."""
 
-    name: str
-    always_properties: tuple[str, ...]  # "no-exception" is always checked besides these
-    eventually_properties: tuple[str, ...]
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def always_properties(self) -> tuple[str, ...]:
+        """Checked on every state ("no-exception" is always checked besides these)."""
+        ...
+
+    @property
+    def eventually_properties(self) -> tuple[str, ...]: ...
 
     def initial(self) -> S: ...
 

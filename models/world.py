@@ -33,7 +33,7 @@ from harness.core.invariants import ledger_violations
 from harness.core.limits import Limits
 from harness.core.outcome import Accepted
 from harness.core.queries import WaitDecision, decide_wait, incoming_for
-from harness.core.records import DeliveryView, Exchange, Membership, NoticeKind, QuestionState, Team
+from harness.core.records import DeliveryView, Exchange, Ledger, Membership, NoticeKind, QuestionState, Team
 from harness.core.system import (
     Action,
     AtDesk,
@@ -347,13 +347,13 @@ def _deliver_atomically(world: World, config: Config, protocol: Protocol) -> Ite
         if world.screens[agent] is not d.Observed.IDLE:
             continue
         machine = machine_of(config, agent)
-        looked = world
+        looked: World | None = world
         if _needs_look(world, config, machine, agent):
             looked = _apply(
                 world, config, protocol, AtDesk(machine, d.Observe(now, f"a{agent}", d.Observed.IDLE))
             )
-            if looked is None:
-                continue
+        if looked is None:
+            continue
         for due_machine, notice_id in sorted(looked.due):
             if due_machine != machine or _agent_of(looked, machine, notice_id) != agent:
                 continue
@@ -516,24 +516,41 @@ ALWAYS = (
 EVENTUALLY = ("questions-end-after-deadline", "waits-end")
 
 
+_PROPERTY_OF = {
+    "T1": "bounds-hold",
+    "T2": "no-answer-by-non-addressee",
+    "T7": "no-continuation-from-late-answer",
+}
+
+
+# Explored worlds share ledgers, desks and systems far more often than not; their invariants are memoized.
+@functools.lru_cache(maxsize=1 << 16)
+def _ledger_findings(ledger: Ledger, limits: Limits) -> tuple[Violation, ...]:
+    return tuple(
+        (_PROPERTY_OF.get(invariant, "ledger-invariants"), f"{invariant}: {detail}")
+        for invariant, detail in ledger_violations(ledger, limits)
+    )
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _desk_findings(desk: d.Desk, limits: Limits) -> tuple[Violation, ...]:
+    return tuple(("desk-invariants", f"{inv}: {detail}") for inv, detail in desk_violations(desk, limits))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _system_findings(system: System, now: int, limits: Limits) -> tuple[Violation, ...]:
+    return tuple(
+        ("desk-invariants", f"{inv}: {detail}") for inv, detail in system_violations(system, now, limits)
+    )
+
+
 def always(world: World, config: Config, protocol: Protocol) -> list[Violation]:
     found = list(world.harm)
     ledger = world.system.ledger
-    for invariant, detail in ledger_violations(ledger, config.limits):
-        name = {
-            "T1": "bounds-hold",
-            "T2": "no-answer-by-non-addressee",
-            "T7": "no-continuation-from-late-answer",
-        }
-        found.append((name.get(invariant, "ledger-invariants"), f"{invariant}: {detail}"))
+    found.extend(_ledger_findings(ledger, config.limits))
     for desk in world.system.desks.values():
-        found.extend(
-            ("desk-invariants", f"{inv}: {detail}") for inv, detail in desk_violations(desk, config.limits)
-        )
-    found.extend(
-        ("desk-invariants", f"{inv}: {detail}")
-        for inv, detail in system_violations(world.system, world.now, config.limits)
-    )
+        found.extend(_desk_findings(desk, config.limits))
+    found.extend(_system_findings(world.system, world.now, config.limits))
     team = ledger.teams[TEAM]
     for desk in world.system.desks.values():
         for notice in desk.notices.values():
