@@ -186,26 +186,27 @@ def _apply(world: World, config: Config, protocol: Protocol, action: Action) -> 
     outcome = protocol.step(world.system, action, config.limits)
     if isinstance(outcome, Rejected):
         return None
-    return _absorb(replace(world, system=outcome.state, harm=()), config, outcome.effects)
+    changes = _absorb(world, outcome.effects)
+    return replace(world, system=outcome.state, **changes)
 
 
-def _absorb(world: World, config: Config, effects: Sequence[object]) -> World:
-    due, inflight, written = set(world.due), set(world.inflight), world.written
-    team_timers, desk_timers = set(world.team_timers), set(world.desk_timers)
-    harm: list[Violation] = list(world.harm)
+def _absorb(world: World, effects: Sequence[object]) -> dict[str, object]:
+    """The world fields the shell changes on taking in `effects`: timers armed, writes due, pastes made."""
+    team_timers, desk_timers, due, inflight = world.team_timers, world.desk_timers, world.due, world.inflight
+    written = world.written
+    harm: list[Violation] = []
     for effect in effects:
         if isinstance(effect, fx.ArmTimer):
-            team_timers.add(effect.at)
+            team_timers = team_timers | {effect.at}
         elif isinstance(effect, Routed):
-            inner = effect.effect
+            inner, machine = effect.effect, effect.machine_id
             if isinstance(inner, d.ArmDeskTimer):
-                desk_timers.add((effect.machine_id, inner.at))
+                desk_timers = desk_timers | {(machine, inner.at)}
             elif isinstance(inner, d.WriteDue):
-                due.add((effect.machine_id, inner.notice_id))
+                due = due | {(machine, inner.notice_id)}
             elif isinstance(inner, d.WriteNotice):
                 # The paste happens now, at the write boundary the desk just licensed.
-                agent = int(inner.agent_id[1:])
-                screen = world.screens[agent]
+                screen = world.screens[int(inner.agent_id[1:])]
                 if screen is not d.Observed.IDLE:
                     harm.append(("no-write-over-human", f"{inner.notice_id} pasted into a {screen} terminal"))
                 count = written.get(inner.notice_id, 0) + 1
@@ -214,16 +215,15 @@ def _absorb(world: World, config: Config, effects: Sequence[object]) -> World:
                         ("no-duplicate-write", f"{inner.notice_id} reached the terminal {count} times")
                     )
                 written = written.set(inner.notice_id, count)
-                inflight.add((effect.machine_id, inner.notice_id))
-    return replace(
-        world,
-        due=frozenset(due),
-        inflight=frozenset(inflight),
-        written=written,
-        team_timers=frozenset(team_timers),
-        desk_timers=frozenset(desk_timers),
-        harm=tuple(harm),
-    )
+                inflight = inflight | {(machine, inner.notice_id)}
+    return {
+        "team_timers": team_timers,
+        "desk_timers": desk_timers,
+        "due": due,
+        "inflight": inflight,
+        "written": written,
+        "harm": tuple(harm),
+    }
 
 
 def successors(world: World, config: Config, protocol: Protocol) -> Iterator[tuple[str, World]]:
