@@ -10,8 +10,10 @@ from typing import Annotated, Any
 
 import typer
 
-from harness.cli import commands, output
+from harness.cli import agent, commands, output
 from harness.cli.commands import MEMBER_KEY_ENV, Options, fail, show, usage
+from harness.cli.pair import pair_app
+from harness.cli.relay import relay_app
 from harness.io import home as homes
 from harness.io.client import Client, RemoteError, Uncertain, Unreachable, locate_port
 
@@ -28,6 +30,9 @@ team_app = typer.Typer(
 daemon_app = typer.Typer(help="The machine daemon that owns the team ledgers.", no_args_is_help=True)
 app.add_typer(team_app, name="team")
 app.add_typer(daemon_app, name="daemon")
+app.add_typer(pair_app, name="pair")
+app.add_typer(relay_app, name="relay")
+app.add_typer(agent.app, name="agent")
 
 START_TIMEOUT = 15.0
 STOP_TIMEOUT = 30.0
@@ -355,17 +360,29 @@ def watch(
     ctx: typer.Context,
     *,
     seconds: Annotated[
-        float | None, typer.Option("--seconds", help="Stop after this long without a change.")
+        float | None, typer.Option("--seconds", help="With --json: stop after this long without a change.")
     ] = None,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
     port: PortOpt = None,
 ) -> None:
-    """Print the team each time it changes (JSON lines with --json)."""
+    """Read-only live view: roster, exchanges, the selected one in full (j/k or Up/Down, r, q or Esc).
+    With --json, one JSON line per change instead."""
     opts = _opts(ctx, json_out, home, port, None)
     if not opts.team:
         usage(opts, "'watch' needs --team TEAM_ID")
     home_dir = homes.resolve_home(opts.home)
+    if not opts.json:
+        if not (sys.stdout.isatty() and sys.stdin.isatty()):
+            usage(
+                opts,
+                "'watch' is a terminal view and this output is redirected; use "
+                f"`harness team --team {opts.team} get --json` (or `watch --json` for JSON lines)",
+            )
+        from harness.cli.watch import run_watch
+
+        run_watch(home_dir, opts.team, opts.port)
+        return
     try:
         port_number, _ = locate_port(home_dir, opts.port)
         with Client(port_number) as client:
@@ -419,6 +436,7 @@ def run(
     import trio
 
     from harness.io.daemon import Daemon, limits_from_env, serve_until_signalled
+    from harness.io.tmux import TmuxTerminals
 
     opts = Options().merge(json_out, home, port, None)
     try:
@@ -426,7 +444,8 @@ def run(
     except ValueError as error:
         usage(opts, str(error))
     try:
-        trio.run(serve_until_signalled, Daemon(homes.resolve_home(home), limits=limits), port)
+        daemon = Daemon(homes.resolve_home(home), limits=limits, terminals=TmuxTerminals.from_registry)
+        trio.run(serve_until_signalled, daemon, port)
     except homes.DaemonRunning as error:
         fail(opts, output.PROTOCOL_ERROR, "conflict", str(error))
     except (homes.HomeError, OSError) as error:
@@ -541,6 +560,39 @@ def daemon_status(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
 
 
 @app.command()
+def web(
+    team: Annotated[str, typer.Option("--team", help="Team id the page shows.")],
+    home: HomeOpt = None,
+    port: PortOpt = None,
+    web_port: Annotated[int, typer.Option("--web-port", help="Loopback port of the page; 0 picks one.")] = 0,
+    json_out: JsonOpt = False,
+) -> None:
+    """Serve a live page of the team on loopback, next to the running daemon; prints a one-time URL.
+
+    The URL's fragment holds a launch ticket for one page load; the page keeps a session for reconnects.
+    Ctrl-C stops the page server (the daemon keeps running)."""
+    import trio
+
+    from harness.io.web import WebServer, serve_until_signalled
+
+    opts = Options().merge(json_out, home, port, None)
+
+    def announce(server: WebServer) -> None:
+        url = server.url(server.mint_ticket())
+        if opts.json:
+            output.emit_json({"url": url, "port": server.port, "teamId": team})
+        else:
+            print(f"Open {url}\n(one page load; run `harness web` again for another; Ctrl-C stops)")
+        sys.stdout.flush()
+
+    server = WebServer(homes.resolve_home(home), team, daemon_port=port)
+    try:
+        trio.run(serve_until_signalled, server, web_port, announce)
+    except OSError as error:
+        fail(opts, output.PROTOCOL_ERROR, "bad_request", f"cannot serve the page: {error}")
+
+
+@app.command()
 def doctor(
     team: TeamOpt = None,
     home: HomeOpt = None,
@@ -572,7 +624,7 @@ def doctor(
 
 @app.command()
 def demo() -> None:
-    """Run a throw-away daemon and walk one question through ask, inbox, reply and wait."""
+    """Watch two scripted agents in a private tmux server: a team, an ask, a reply and the continuation."""
     from harness.cli.demo import run_demo
 
     run_demo()

@@ -1,20 +1,40 @@
-# `harness demo`: one question's whole life on a throw-away daemon, so a newcomer sees the protocol work
-# (ask, delivery queued while the peer is offline, inbox, explicit reply, wait resuming the asker) without
-# setting anything up. It drives the real daemon over the real loopback RPC.
+# `harness demo`: the whole loop on this machine, without a model and without setting anything up. A
+# throw-away daemon, a private tmux server (`-L harness-demo-PID`) with two scripted agents
+# (`harness.cli.demo_agent`) registered as terminals, a team of the two: each gets its introduction pasted
+# into its pane, `mobile` asks `daemons` a question with the team commands it just learned, the notice is
+# pasted into `daemons`' pane only when that pane is idle, `daemons` answers with `reply`, and the answer
+# notice resumes `mobile`. Delivery states are printed as they change, then both panes. Everything it
+# started (daemon, tmux server, temporary data directory) is stopped before it returns.
 from __future__ import annotations
 
-import json
+import contextlib
+import functools
+import os
+import shutil
+import signal
+import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
-from harness.io import home as homes
-from harness.io.client import Client
+TEAM = "demo"
+QUESTION = "Which endpoint returns the daemon's state?"
+ANSWER = "GET /v1/daemon/state (see io/daemon.py)"
+DEADLINE = 60.0  # seconds for the whole walk; it takes about fifteen
+AGENTS = (
+    ("mobile", "Phone client", ["--ask", QUESTION, "--to", "daemons"]),
+    ("daemons", "Daemon APIs", ["--answer", ANSWER]),
+)
 
 
 def run_demo() -> None:
     import trio
 
+    if shutil.which("tmux") is None:
+        print("harness demo needs tmux (3.2 or later) on PATH", file=sys.stderr)
+        raise SystemExit(1)
     with tempfile.TemporaryDirectory(prefix="harness-demo-") as tmp:
         trio.run(_demo, Path(tmp))
 
@@ -22,71 +42,131 @@ def run_demo() -> None:
 async def _demo(home: Path) -> None:
     import trio
 
+    from harness.io.agents import AgentRegistry
     from harness.io.daemon import Daemon
+    from harness.io.desk_runner import RunnerTiming
+    from harness.io.tmux import TmuxTerminals
 
-    daemon = Daemon(home, log=lambda line: None)
+    made: list[TmuxTerminals] = []
+
+    def terminals(registry: AgentRegistry) -> TmuxTerminals:
+        made.append(TmuxTerminals.from_registry(registry))
+        return made[-1]
+
+    socket = f"harness-demo-{os.getpid()}"
+    timing = RunnerTiming(poll_ms=200)
+    daemon = Daemon(home, terminals=terminals, runner_timing=timing, log=lambda line: None)
     async with trio.open_nursery() as nursery:
         await nursery.start(daemon.run, 0)
-        await trio.to_thread.run_sync(_script, home, daemon.port)
-        daemon.stop()
+        try:
+            await trio.to_thread.run_sync(_script, home, daemon.port, daemon.machine_id, socket)
+        finally:
+            with trio.CancelScope(shield=True):
+                for made_terminals in made:
+                    await made_terminals.aclose()
+                await _stop_tmux(socket)
+                daemon.stop()
 
 
-def _say(title: str, value: Any) -> None:
-    print(f"\n== {title}")
-    print(json.dumps(value, indent=2, ensure_ascii=False))
+async def _stop_tmux(socket: str) -> None:
+    """Stop our tmux server: by its socket, then by its PID; remove the socket file tmux leaves."""
+    from harness.io.tmux import kill_server
+
+    found = subprocess.run(
+        ["tmux", "-L", socket, "display-message", "-p", "#{pid} #{socket_path}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.split()
+    await kill_server(socket)
+    if len(found) == 2:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(found[0]), signal.SIGTERM)
+        Path(found[1]).unlink(missing_ok=True)
 
 
-def _script(home: Path, port: int) -> None:
+def _say(text: str) -> None:
+    print(text, flush=True)
+
+
+def _script(home: Path, port: int, machine_id: str, socket: str) -> None:
+    import trio
+
+    from harness.io import home as homes
+    from harness.io.client import Client
+    from harness.io.tmux import new_session
+
     token = homes.read_owner_token(home)
+    started = time.monotonic()
     with Client(port) as client:
-        _say("capabilities", client.check_compatible()["protocol"])
-        team = client.request(
-            "create",
-            owner_token=token,
-            fields={
-                "id": "demo",
-                "name": "Demo team",
-                "members": [
-                    {
-                        "machineId": "this-machine",
-                        "agentId": "agent-a",
-                        "name": "mobile",
-                        "role": "Phone client",
-                    },
-                    {
-                        "machineId": "this-machine",
-                        "agentId": "agent-b",
-                        "name": "daemons",
-                        "role": "Daemon APIs",
-                    },
-                ],
-            },
-        )
-        _say("team created", {"id": team["id"], "members": [m["name"] for m in team["members"]]})
-        mobile, daemons = (
-            client.request("key", team_id="demo", owner_token=token, fields={"memberId": name})["memberKey"]
-            for name in ("mobile", "daemons")
-        )
-        asked = client.request(
-            "ask",
-            team_id="demo",
-            member_key=mobile,
-            fields={"id": "q1", "to": "daemons", "text": "Which endpoint returns daemon state?"},
-        )
-        _say("mobile asks daemons", {"question": asked["id"], "state": asked["state"]})
-        box = client.request("inbox", team_id="demo", member_key=daemons)
-        _say("daemons reads its inbox", [(q["id"], q["text"], q["delivery"]) for q in box["questions"]])
-        answered = client.request(
-            "reply",
-            team_id="demo",
-            member_key=daemons,
-            fields={"questionId": "q1", "text": "GET /v1/daemon/state", "evidence": ["io/daemon.py:1"]},
-        )
-        _say("daemons replies", answered["answer"])
-        resumed = client.request(
-            "wait", team_id="demo", member_key=mobile, fields={"questionId": "q1", "seconds": 5}
-        )
-        _say(
-            "mobile's wait returns",
-            {"reason": resumed["reason"], "answer": resumed["exchange"]["answer"]["text"]},
-        )
+        _say(f"== a daemon for {home} on 127.0.0.1:{port}, a private tmux server -L {socket}")
+        for name, role, extra in AGENTS:
+            command = [sys.executable, "-m", "harness.cli.demo_agent", "--name", name, *extra]
+            start = functools.partial(
+                new_session, socket, name, command, width=120, height=40, config="/dev/null"
+            )
+            pane = trio.from_thread.run(start)
+            client.request(
+                "agent_register",
+                owner_token=token,
+                fields={
+                    "agentId": f"agent-{name}",
+                    "name": name,
+                    "engine": "shell",
+                    "tmux": {"socket": socket, "target": pane},
+                    "startedBy": "daemon",
+                },
+            )
+            _say(f"== agent {name} ({role}) started in pane {pane} and registered")
+        members = [
+            {"machineId": machine_id, "agentId": f"agent-{name}", "name": name, "role": role}
+            for name, role, _ in AGENTS
+        ]
+        client.request("create", owner_token=token, fields={"id": TEAM, "name": "Demo", "members": members})
+        _say("== team 'Demo' created: each member's introduction waits for an idle prompt")
+        seen: dict[str, str] = {}
+        while time.monotonic() - started < DEADLINE:
+            team = client.request("get", team_id=TEAM, owner_token=token)
+            for line in _events(team):
+                key = line.split(":")[0]
+                if seen.get(key) != line:
+                    seen[key] = line
+                    _say(f"  [{time.monotonic() - started:5.1f}s] {line}")
+            if "Continuing my task" in _pane(socket, "mobile"):
+                break
+            time.sleep(0.2)
+        else:
+            _say(f"== the walk did not finish within {DEADLINE:g} s")
+        for name, _, _ in AGENTS:
+            _say(f"\n== pane {name}\n{_pane(socket, name)}")
+        _say(f"\n== done in {time.monotonic() - started:.1f} s")
+
+
+def _events(team: dict[str, Any]) -> list[str]:
+    names = {member["id"]: member["name"] for member in team["members"]}
+    lines = []
+    for member in team["members"]:
+        intro = member.get("introduction") or {}
+        if intro.get("state"):
+            lines.append(f"introduction to {member['name']}: {intro['state']}")
+    for exchange in team["exchanges"]:
+        delivery = exchange.get("delivery") or {}
+        who = f"{names.get(exchange['from'])} -> {names.get(exchange['to'])}"
+        lines.append(f"question {exchange['id']} ({who}): {exchange['state']}")
+        lines.append(f"question {exchange['id']} notice: {delivery.get('state')}")
+        if exchange.get("answer"):
+            answer = exchange["answer"]
+            lines.append(f"answer to {exchange['id']}: {answer['text']!r} by {names.get(answer['author'])}")
+            notice = exchange.get("answerDelivery") or {}
+            lines.append(f"answer notice to the asker: {notice.get('state')}")
+    return lines
+
+
+def _pane(socket: str, session: str) -> str:
+    done = subprocess.run(
+        ["tmux", "-L", socket, "capture-pane", "-p", "-J", "-t", session],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return "\n".join(line for line in done.stdout.rstrip().splitlines())

@@ -150,6 +150,14 @@ class Client:
                 sock.sendall(self._ws.send(CloseConnection(code=1000)))
         sock.close()
 
+    def interrupt(self) -> None:
+        """Wake a receive blocked in another thread; it ends as if the daemon had closed. A watcher's thread
+        sits in `subscribe` until the next change, and closing a socket does not wake a blocked recv."""
+        sock = self._sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
     def _events(self) -> Iterator[object]:
         assert self._sock is not None and self._ws is not None
         data = self._sock.recv(_RECEIVE_BYTES)

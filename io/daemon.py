@@ -8,6 +8,9 @@
 # - The finisher takes the stepped commands in order, waits until each is durable, then publishes the new
 #   state to readers, waiters and watchers, hands effects to the delivery worker, and only then answers.
 #   Readers see only durable state; nothing leaves the process before the command that caused it is on disk.
+# - The delivery worker turns each team effect into the desk command of its destination (the routing of
+#   `harness.core.system`) and hands it over `team_delivery`: to this machine's desk runner, which journals it
+#   before acting and reports delivery states back as RecordDelivery commands.
 # - A handler that loses its client keeps waiting (shielded), so a disconnect never cancels or repeats work.
 # - Shutdown stops intake first, then lets every queued command become durable before the stores close.
 from __future__ import annotations
@@ -22,7 +25,7 @@ import secrets
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,7 @@ import attrs
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest, serve_websocket
 
+from harness.core import delivery as d
 from harness.core.codec import (
     command_from_json,
     command_to_json,
@@ -71,8 +75,11 @@ from harness.core.limits import DEFAULT_LIMITS, Limits
 from harness.core.outcome import Accepted, reject
 from harness.core.queries import decide_wait, inbox, reader, status, visible_exchange, waiter_for
 from harness.core.records import EMPTY_LEDGER, Exchange, Ledger, Membership, NoticeKind, QuestionState, Team
+from harness.core.system import AtDesk, System, answer_retrieved_action, desk_command, inbox_read_action
 from harness.core.team import next_deadline, resolve_member, step
 from harness.io import home as homes
+from harness.io.agents import REGISTRY_FILE, AgentError, AgentRegistry, entry_view
+from harness.io.desk_runner import DeskRunner, RunnerTiming
 from harness.io.journal import (
     CheckpointPolicy,
     CorruptState,
@@ -96,15 +103,9 @@ from harness.io.rpc import (
     result_frame,
     snapshot_frame,
 )
-from harness.io.team_delivery import (
-    DeliveryReport,
-    Notice,
-    QueueingDelivery,
-    Reporter,
-    TeamDelivery,
-    command_prefix,
-    render_notice,
-)
+from harness.io.team_delivery import DeliveryReport, OwnerRequest, TeamDelivery, command_prefix
+from harness.io.team_delivery import request as delivery_request
+from harness.io.terminal_port import Terminals
 
 LIMITS_ENV = "HARNESS_LIMITS"
 HOST = "127.0.0.1"
@@ -174,15 +175,10 @@ class Pending:
     failure: BaseException | None = None
 
 
-@attrs.frozen
-class Consume:
-    """A member read these notices' subjects in its inbox (a delivery-side effect of a read)."""
-
-    team_id: str
-    notice_ids: tuple[str, ...]
-
-
-DeliveryWork = Notice | WithdrawNotice | HoldTeam | ReleaseTeam | WithdrawTeam | WithdrawMember | Consume
+# A request for the destination on this machine id, or (None) for every destination.
+DeliveryWork = tuple[str | None, OwnerRequest]
+# The reason an owner shows for a notice to a machine it has no route to (not paired, or no relay yet).
+UNPAIRED = "unpaired"
 
 
 def _with_team(ledger: Ledger, team_id: str, team: Team | None) -> Ledger:
@@ -231,7 +227,8 @@ class Daemon:
         limits: Limits = DEFAULT_LIMITS,
         clock: Callable[[], int] = now_ms,
         checkpoint_policy: CheckpointPolicy | None = None,
-        delivery: Callable[[Reporter], TeamDelivery] = QueueingDelivery,
+        terminals: Callable[[AgentRegistry], Terminals] | None = None,
+        runner_timing: RunnerTiming | None = None,
         log: Callable[[str], None] | None = None,
     ) -> None:
         self.home = home
@@ -241,7 +238,10 @@ class Daemon:
         self.machine_id = ""
         self.internal_errors = 0  # handler faults (bugs); tests assert it stays 0
         self._checkpoints = checkpoint_policy or CheckpointPolicy()
-        self._delivery = delivery(self._report)
+        self._terminals = terminals
+        self._runner_timing = runner_timing or RunnerTiming()
+        self.agents = AgentRegistry(home / REGISTRY_FILE)  # loaded in `run`
+        self.desk: DeskRunner | None = None  # this machine's delivery desk, opened in `run`
         self._log = log or (lambda line: print(f"harness daemon: {line}", file=sys.stderr, flush=True))
         self._token = ""
         self.working: Ledger = EMPTY_LEDGER  # stepped, maybe not yet durable: only the ledger task reads it
@@ -275,6 +275,20 @@ class Daemon:
         try:
             self._token = homes.owner_token(self.home)
             self.machine_id = homes.machine_id(self.home)
+            self.agents = AgentRegistry.load(self.home)
+            if self.agents.unavailable is not None:
+                self._log(f"agent registry: {self.agents.unavailable}")
+            self.desk = DeskRunner(
+                self.home,
+                self.machine_id,
+                self._report,
+                None if self._terminals is None else self._terminals(self.agents),
+                limits=self.limits,
+                clock=self.clock,
+                timing=self._runner_timing,
+                checkpoint_policy=self._checkpoints,
+                log=self._log,
+            )
             await self._recover()
             try:
                 await self._serve(port, task_status)
@@ -291,6 +305,8 @@ class Daemon:
         async with trio.open_nursery() as core:
             core.start_soon(self._ledger_task, tickets_send, core)
             core.start_soon(self._finisher, tickets_receive)
+            assert self.desk is not None
+            await core.start(self.desk.run)
             core.start_soon(self._delivery_worker)
             with trio.CancelScope() as self._stop_scope:
                 if self._stop_requested:
@@ -430,10 +446,13 @@ class Daemon:
         for effect in outcome.effects:
             if isinstance(effect, ArmTimer):
                 self._arm(team_id, effect.at)
-            elif isinstance(effect, SubmitNotice):
-                self._work_send.send_nowait(render_notice(self.home, team, effect, self.limits))
-            elif isinstance(effect, WithdrawNotice | HoldTeam | ReleaseTeam | WithdrawTeam | WithdrawMember):
-                self._work_send.send_nowait(effect)
+            elif isinstance(
+                effect, SubmitNotice | WithdrawNotice | HoldTeam | ReleaseTeam | WithdrawTeam | WithdrawMember
+            ):
+                prefix = partial(command_prefix, self.home)
+                command = desk_command(outcome.state, effect, pending.command.at, self.limits, prefix)
+                machine = command.machine_id if isinstance(command, d.Submit) else None
+                self._work_send.send_nowait((machine, command))
         event = self._changed.pop(team_id, None)
         if event is not None:
             event.set()
@@ -508,23 +527,23 @@ class Daemon:
         with contextlib.suppress(trio.ClosedResourceError):
             await self._send.send(Pending(command))
 
+    def _destination(self, machine_id: str | None) -> TeamDelivery | None:
+        """Where a request for `machine_id` goes; None: no route to that machine (yet)."""
+        if machine_id is None or machine_id == self.machine_id:
+            return self.desk
+        return None
+
     async def _delivery_worker(self) -> None:
-        delivery = self._delivery
-        async for item in self._work_receive:
-            if isinstance(item, Notice):
-                await delivery.submit(item)
-            elif isinstance(item, WithdrawNotice):
-                await delivery.cancel(item.team_id, notice_id=item.notice_id)
-            elif isinstance(item, WithdrawMember):
-                await delivery.cancel(item.team_id, membership_id=item.membership_id)
-            elif isinstance(item, WithdrawTeam):
-                await delivery.cancel(item.team_id)
-            elif isinstance(item, HoldTeam):
-                await delivery.hold(item.team_id)
-            elif isinstance(item, ReleaseTeam):
-                await delivery.release(item.team_id)
-            else:
-                await delivery.consume(item.team_id, item.notice_ids)
+        async for machine_id, command in self._work_receive:
+            destination = self._destination(machine_id)
+            if destination is not None:
+                await delivery_request(destination, command)
+            elif isinstance(command, d.Submit):  # owed, visibly waiting for a route to its machine
+                queued = d.DeliveryState.QUEUED.value
+                await self._report(DeliveryReport(command.team_id, command.notice_id, queued, UNPAIRED))
+        # Every request of an accepted command was handed over; now the desk may stop looking.
+        if self.desk is not None:
+            self.desk.stop()
 
     # --- connections ----------------------------------------------------------------------------------------
 
@@ -783,15 +802,14 @@ class Daemon:
         assert isinstance(exchange, Exchange)
         return exchange_view(exchange)
 
-    def _consume(self, team: Team, questions: tuple[Exchange, ...], answers: tuple[Exchange, ...]) -> None:
-        """A member saw these: their unsent question and answer notices are no longer needed."""
-        ids = (
-            *(notice_id(team.id, exchange.id, NoticeKind.QUESTION) for exchange in questions),
-            *(notice_id(team.id, exchange.id, NoticeKind.ANSWER) for exchange in answers),
-        )
-        if ids:
-            with contextlib.suppress(trio.ClosedResourceError):  # shutting down: the notices stay queued
-                self._work_send.send_nowait(Consume(team.id, ids))
+    def _tell_desk(self, action: AtDesk | None) -> None:
+        """A member's read makes unsent notices moot; its machine's desk learns it (after the read)."""
+        if action is None:
+            return
+        command = action.command
+        assert isinstance(command, d.InboxRead | d.AnswerRetrieved)
+        with contextlib.suppress(trio.ClosedResourceError):  # shutting down: the notices stay queued
+            self._work_send.send_nowait((action.machine_id, command))
 
     async def _action_inbox(self, request: Request) -> object:
         team = self._team(request)
@@ -804,7 +822,7 @@ class Daemon:
         else:
             box = inbox(team, viewer, self.limits)
             questions, answers = box.questions, box.answers
-            self._consume(team, questions, answers)
+            self._tell_desk(inbox_read_action(System(self.durable), team.id, viewer.id, self.clock()))
         return {
             "teamId": team.id,
             "revision": team.revision,
@@ -825,7 +843,14 @@ class Daemon:
         exchange = visible_exchange(team, viewer, question_id)
         if isinstance(exchange, Rejected):
             raise _error(exchange)
+        if viewer is not None:
+            self._answer_seen(team, viewer, exchange)
         return exchange_view(exchange)
+
+    def _answer_seen(self, team: Team, viewer: Membership, exchange: Exchange) -> None:
+        """The asker retrieved the answer: its continuation notice, if still unsent, is no longer needed."""
+        if exchange.from_ == viewer.id and exchange.answer is not None:
+            self._tell_desk(answer_retrieved_action(System(self.durable), team.id, exchange.id, self.clock()))
 
     async def _action_wait(self, request: Request) -> object:
         seconds = request.opt_number("seconds")
@@ -844,8 +869,10 @@ class Daemon:
             decision = decide_wait(team, waiter_for(team, viewer, exchange), exchange, self.clock(), until)
             if decision is not None:
                 if viewer is not None:
-                    answered = (decision.exchange,) if decision.exchange.answer is not None else ()
-                    self._consume(team, decision.incoming, answered)
+                    self._answer_seen(team, viewer, decision.exchange)
+                    if decision.incoming:  # the waiter read these questions in the reply
+                        ids = tuple(notice_id(team.id, e.id, NoticeKind.QUESTION) for e in decision.incoming)
+                        self._tell_desk(AtDesk(viewer.machine_id, d.InboxRead(self.clock(), ids)))
                 return {
                     "reason": decision.reason.value,
                     "exchange": exchange_view(decision.exchange),
@@ -854,6 +881,41 @@ class Daemon:
             changed = self._changed.setdefault(team.id, trio.Event())
             with trio.move_on_after(max(0, until - self.clock() + 1) / 1000):
                 await changed.wait()
+
+    # --- the agent registry (owner only) ------------------------------------------------------------------
+
+    async def _action_agent_register(self, request: Request) -> object:
+        limits = self.limits
+        with _agent_errors():
+            entry = await self.agents.register(
+                request.fields, self.clock(), limits.id_chars, limits.name_chars
+            )
+        return entry_view(entry)
+
+    async def _action_agent_list(self, request: Request) -> object:
+        with _agent_errors():
+            entries = self.agents.entries()
+        return {"machineId": self.machine_id, "agents": [entry_view(entry) for entry in entries]}
+
+    async def _action_agent_show(self, request: Request) -> object:
+        with _agent_errors():
+            entry = self.agents.show(request.text("agentId"))
+        session = None if self.desk is None else self.desk.desk.sessions.get(entry.agent_id)
+        delivery = None
+        if session is not None:  # what the desk last saw of its terminal and what waits for it
+            delivery = {
+                "observed": None if session.observed is None else session.observed.value,
+                "observedAt": session.observed_at,
+                "queued": len(session.queue),
+                "held": len(session.held),
+                "writing": session.writing,
+            }
+        return {**entry_view(entry), "machineId": self.machine_id, "delivery": delivery}
+
+    async def _action_agent_remove(self, request: Request) -> object:
+        with _agent_errors():
+            entry = await self.agents.remove(request.text("agentId"))
+        return entry_view(entry)
 
     async def _subscribe(self, ws: WebSocketConnection, request: Request) -> None:
         self._authorize(request)
@@ -867,6 +929,14 @@ class Daemon:
             if team.revision != revision:  # watchers want the latest, not every step between
                 revision = team.revision
                 await ws.send_message(snapshot_frame(request.request_id, team_view(team)))
+
+
+@contextlib.contextmanager
+def _agent_errors() -> Iterator[None]:
+    try:
+        yield
+    except AgentError as error:
+        raise ActionError(error.code.value, error.detail, bound=error.bound) from None
 
 
 def _answered_at(exchange: Exchange) -> int:

@@ -9,7 +9,7 @@ from typing import Any, Final
 
 PROTOCOL: Final = "team.v1"
 # Bumped when an action or field is added, so a client can explain an older daemon instead of failing oddly.
-PROTOCOL_REVISION: Final = 1
+PROTOCOL_REVISION: Final = 2
 FEATURES: Final = (
     "operation-ids",  # create/add/ask are idempotent by their id; conflicting reuse fails with `conflict`
     "late-answers",  # a reply after expiry or cancellation is kept with `late: true`
@@ -17,6 +17,7 @@ FEATURES: Final = (
     "subscribe",  # team snapshots pushed to watchers as `team_snapshot` frames
     "member-key",  # the owner-only `key` action hands a member's key out for its introduction
     "delivery-view",  # exchanges carry the destination's delivery observation
+    "agents",  # the owner-only agent_register/list/show/remove actions over this machine's agent registry
 )
 
 # A request of team.v1 is at most ~50,000 characters of fields; this leaves room for escaping while keeping
@@ -65,6 +66,12 @@ ACTIONS: Final[dict[str, Action]] = {
     "wait": _action("questionId", "seconds"),
     "cancel": _action("questionId"),
     "subscribe": _action(owner_only=True),
+    "agent_register": _action(
+        "agentId", "name", "engine", "tmux", "cwd", "startedBy", needs_team=False, owner_only=True
+    ),
+    "agent_list": _action(needs_team=False, owner_only=True),
+    "agent_show": _action("agentId", needs_team=False, owner_only=True),
+    "agent_remove": _action("agentId", needs_team=False, owner_only=True),
 }
 
 _FRAME_KEYS: Final = frozenset({"type", "requestId", "action", "teamId", "memberKey", "ownerToken"})

@@ -3,6 +3,7 @@
 # and the mutual wait that must never deadlock. Maintainers add one here to check a protocol change.
 from __future__ import annotations
 
+import functools
 from collections.abc import Hashable, Iterator, Sequence
 
 import attrs
@@ -10,6 +11,7 @@ import attrs
 from harness.core import delivery as d
 
 from .checker import Transition, Violation
+from .symmetry import Renaming, canonical_key, plan_symmetries
 from .world import (
     ALWAYS,
     EVENTUALLY,
@@ -27,7 +29,7 @@ from .world import (
 )
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)  # slots off: `symmetries` is a cached property
 class WorldModel:
     """A scenario bound to a protocol (the real one, or a mutant): what `checker.explore` runs."""
 
@@ -36,6 +38,7 @@ class WorldModel:
     config: Config
     max_depth: int
     protocol: Protocol = REAL
+    symmetric: bool = False  # reduce by the plan's agent symmetries (see models/symmetry.py)
     always_properties: tuple[str, ...] = ALWAYS
     eventually_properties: tuple[str, ...] = EVENTUALLY
 
@@ -53,7 +56,13 @@ class WorldModel:
         return eventually(state, self.config)
 
     def canonical(self, state: World) -> Hashable:
+        if self.symmetric:
+            return canonical_key(canonical_world(state), self.symmetries)
         return canonical_world(state)
+
+    @functools.cached_property
+    def symmetries(self) -> tuple[Renaming, ...]:
+        return plan_symmetries(self.config)
 
     def describe(self, state: World) -> dict[str, str]:
         return describe(state)
@@ -91,15 +100,29 @@ SCENARIOS: dict[str, WorldModel] = {
                 wrong_replies=True,
                 write_results=(d.WriteResult.OK,),
             ),
-            max_depth=60,
+            max_depth=10,  # ~24k states; the whole space (>10^5 states) is for `--max-depth` or `--simulate`
+        ),
+        WorldModel(
+            "three-agents-ring",
+            "m0 asks m1, m1 asks m2, m2 asks m0; each answers or never does; notices and answers delivered. "
+            "The plan is the same after rotating the agents, so the search keeps one world per rotation.",
+            Config(
+                agents=3,
+                asks=(PlannedAsk(0, 1), PlannedAsk(1, 2), PlannedAsk(2, 0)),
+                ignores=True,
+                write_results=(d.WriteResult.OK,),
+            ),
+            max_depth=10,  # with rotations folded: ~13k states at depth 8; deeper with `--max-depth`
+            symmetric=True,
         ),
         WorldModel(
             "delivery-crash-restart",
-            "one question and its answer delivered into terminals that go busy, take a draft or open a "
-            "dialog, while the daemon may crash at any step and writes may end ok, failed or uncertain.",
+            "one question delivered into a terminal that goes busy, takes a draft or opens a dialog, while "
+            "the daemon may crash at any step, writes may end ok, failed or uncertain, and inbox reads "
+            "suppress what is unsent.",
             Config(
                 agents=2,
-                asks=(PlannedAsk(0, 1),),
+                asks=(PlannedAsk(0, 1, notify=False),),
                 crashes=1,
                 disturbances=1,
                 fine_delivery=True,
@@ -110,11 +133,12 @@ SCENARIOS: dict[str, WorldModel] = {
         ),
         WorldModel(
             "pause-resume-cancel",
-            "two questions racing the owner's pause and resume, the asker's cancel, inbox reads that "
-            "suppress unsent notices, and late replies after a cancel or an expiry.",
+            "a question racing the owner's pause and resume, the asker's cancel, inbox reads that suppress "
+            "unsent notices, an addressee that may never answer, and late replies after a cancel or expiry.",
             Config(
                 agents=2,
-                asks=(PlannedAsk(0, 1), PlannedAsk(1, 0)),
+                asks=(PlannedAsk(0, 1),),
+                ignores=True,
                 pause=True,
                 cancels=True,
                 reads=True,

@@ -77,6 +77,7 @@ class PlannedAsk:
     to: int
     parent: int | None = None  # index of another planned ask this one follows up
     ttl_ms: int = 10_000
+    notify: bool = True  # False: the answer is retrieved, never delivered as a continuation notice
 
 
 # Small numbers keep the clock's reachable values few; the protocol's rules do not depend on their size.
@@ -310,10 +311,11 @@ def _ask(config: Config, index: int, now: int) -> Ask:
         TEAM,
         question_id(index),
         member_id(plan.to),
-        f"question {index}",
+        f"question {question_id(index)}",
         None,
         plan.ttl_ms,
         parent,
+        plan.notify,
         member_key=f"k{plan.asker}",
     )
 

@@ -4,6 +4,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 bash scripts/setup.sh
+bash scripts/install_browser.sh
 export PATH="$root/.venv/bin:$PATH"
 echo "== ruff"
 ruff check core io cli models tests scripts

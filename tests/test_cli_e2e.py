@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from harness.io import home as homes
+from harness.io.rpc import PROTOCOL_REVISION
 
 HARNESS = [sys.executable, "-m", "harness.cli.main"]
 LIMITS = {"pendingPerSender": 3, "questionChars": 200, "ttlMinMs": 50, "asksPerMinute": 100}
@@ -247,14 +248,14 @@ def _fake_daemon(revision: int, answer_requests: bool) -> tuple[socket.socket, t
 
 
 def test_lost_reply_is_uncertain_and_an_old_daemon_is_incompatible(tmp_path: Path) -> None:
-    listener, thread = _fake_daemon(revision=1, answer_requests=False)
+    listener, thread = _fake_daemon(revision=PROTOCOL_REVISION, answer_requests=False)
     with listener:
         port = str(listener.getsockname()[1])
         lost = cli(tmp_path, "team", "--home", str(tmp_path), "--port", port, "--team", "t1",
                    "ask", "bob", "hello", "--id", "op-7", key="k")  # fmt: skip
         assert error(lost, 4, "uncertain")["operationId"] == "op-7"
         thread.join(10)
-    listener, thread = _fake_daemon(revision=0, answer_requests=True)
+    listener, thread = _fake_daemon(revision=PROTOCOL_REVISION - 1, answer_requests=True)
     with listener:
         port = str(listener.getsockname()[1])
         old = cli(tmp_path, "team", "--home", str(tmp_path), "--port", port, "--team", "t1", "inbox", key="k")

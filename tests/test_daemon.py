@@ -41,9 +41,9 @@ SMALL = Limits(
 PEOPLE = ("alice", "bob", "carol")
 
 
-def member(name: str, **extra: str) -> dict[str, str]:
+def member(name: str, machine: str = "machine-1", **extra: str) -> dict[str, str]:
     return {
-        "machineId": "machine-1",
+        "machineId": machine,
         "agentId": f"agent-{name}",
         "name": name,
         "role": f"{name}'s role",
@@ -106,8 +106,10 @@ class Api:
         return caught.value
 
 
-async def team_with_keys(owner: Api, team_id: str = "t1", people: tuple[str, ...] = PEOPLE) -> dict[str, str]:
-    await owner("create", id=team_id, name="Team", members=[member(name) for name in people])
+async def team_with_keys(
+    owner: Api, team_id: str = "t1", people: tuple[str, ...] = PEOPLE, machine: str = "machine-1"
+) -> dict[str, str]:
+    await owner("create", id=team_id, name="Team", members=[member(name, machine) for name in people])
     return {name: (await owner("key", team_id, memberId=name))["memberKey"] for name in people}
 
 
@@ -140,22 +142,24 @@ async def test_question_reply_and_continuation(tmp_path: Path) -> None:
 async def test_delivery_views_follow_the_desk_through_subscribe(tmp_path: Path) -> None:
     async with running(tmp_path) as daemon:
         owner = await Api.open(daemon)
-        keys = await team_with_keys(owner)
+        keys = await team_with_keys(owner, machine=daemon.machine_id)  # this machine's desk, no terminals
         alice = await Api.open(daemon, keys["alice"])
         await alice("ask", "t1", id="q1", to="bob", text="hello?")
         watcher = await trio.to_thread.run_sync(connect, daemon.port)
         snapshots = watcher.subscribe("t1", owner.token, timeout=5)
 
-        def until_delivered() -> dict[str, Any]:
+        def until_offline() -> dict[str, Any]:
             for team in snapshots:
                 exchange = team["exchanges"][0] if team["exchanges"] else None
-                if exchange and exchange["delivery"] and all(m["introduction"] for m in team["members"]):
+                intros = [(m["introduction"] or {}).get("reason") for m in team["members"]]
+                if exchange and exchange["delivery"] and intros == ["offline"] * 3:
                     return team
             raise AssertionError("no snapshot with the delivery recorded")
 
-        team = await trio.to_thread.run_sync(until_delivered)
+        team = await trio.to_thread.run_sync(until_offline)
+        # Queued behind bob's introduction, which waits for a terminal this machine does not have.
         assert team["exchanges"][0]["delivery"]["state"] == "queued"
-        assert team["exchanges"][0]["delivery"]["reason"] == "offline"
+        assert team["exchanges"][0]["delivery"]["reason"] == "pressure"
         await owner("pause", "t1")
         held = await trio.to_thread.run_sync(
             lambda: next(t for t in snapshots if t["exchanges"][0]["delivery"]["state"] == "held")
@@ -167,7 +171,19 @@ async def test_delivery_views_follow_the_desk_through_subscribe(tmp_path: Path) 
             lambda: next(t for t in snapshots if t["exchanges"][0]["delivery"]["state"] == "withdrawn")
         )
         assert archived["state"] == "archived" and archived["exchanges"][0]["state"] == "cancelled"
+        assert archived["exchanges"][0]["delivery"]["reason"] == "archived"
         assert (await alice.error("ask", "t1", to="bob", text="more?")).code == "team_archived"
+        # A member on a machine this daemon has no route to waits visibly, as `unpaired`.
+        await owner("create", id="t2", name="Remote", members=[member("zed"), member("amy")])
+        zed = await owner("key", "t2", memberId="zed")
+        await Api(owner.client, None, zed["memberKey"])("ask", "t2", id="r1", to="amy", text="there?")
+
+        def unpaired() -> bool:
+            delivery = daemon.durable.teams["t2"].exchanges["r1"].delivery
+            return delivery is not None and (delivery.state, delivery.reason) == ("queued", "unpaired")
+
+        while not unpaired():
+            await trio.sleep(0.01)
 
 
 async def test_authority(tmp_path: Path) -> None:

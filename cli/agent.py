@@ -1,0 +1,268 @@
+# `harness agent`: the agents of this machine in their tmux panes. `start` launches an engine in a tmux server
+# the daemon's data directory owns, `attach` adopts a pane that already runs one; both register it with the
+# daemon (`agent_register`) so the desk can deliver to it. `list`/`show` add what the engine profile sees on
+# the pane right now, and `classify` reads a saved screen, which is how a profile is checked against a new
+# engine version. tmux and the profiles are imported inside the commands: `harness team` calls stay fast.
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from harness.cli import output
+from harness.cli.commands import Options, call, fail, show, usage
+from harness.io import home as homes
+
+if TYPE_CHECKING:
+    from harness.io.profiles import Observation
+
+app = typer.Typer(
+    help="Agents of this machine: start, attach, list, show, classify a screen.", no_args_is_help=True
+)
+
+ENGINE_COMMANDS = {"claude": ["claude"], "codex": ["codex"], "gemini": ["gemini"]}
+MAX_SOCKET_PATH = 100  # AF_UNIX paths hold 108 bytes; a longer data directory gets a named socket instead
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document (errors too).")]
+HomeOpt = Annotated[
+    str | None, typer.Option("--home", help="Data directory (default $HARNESS_HOME, else per user).")
+]
+PortOpt = Annotated[int | None, typer.Option("--port", help="Daemon port (default: from daemon.json).")]
+EngineOpt = Annotated[str, typer.Option("--engine", help="claude, codex, gemini or shell.")]
+NameOpt = Annotated[str, typer.Option("--name", help="The agent's name on this machine.")]
+IdOpt = Annotated[str | None, typer.Option("--id", help="Agent id (default: the daemon draws one).")]
+
+
+def _opts(json_out: bool, home: str | None, port: int | None) -> Options:
+    return Options().merge(json_out, home, port, None)
+
+
+def _engine(opts: Options, engine: str) -> str:
+    from harness.io.profiles import ENGINES
+
+    if engine not in ENGINES:
+        usage(opts, f"unknown engine {engine!r}; one of {', '.join(ENGINES)}")
+    return engine
+
+
+# --- classify -----------------------------------------------------------------------------------------------
+
+
+def _show_observation(observation: dict[str, Any]) -> None:
+    safe = "safe to write" if observation["safeToWrite"] else "not safe to write"
+    flags = [name for name in ("busy", "draft", "dialog") if observation[name]]
+    print(f"{observation['state']} ({safe}{'; ' + ', '.join(flags) if flags else ''})")
+    for line in observation["evidence"]:
+        print(f"  | {line}")
+
+
+@app.command()
+def classify(
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="A saved screen, plain or with colour codes.")],
+    *,
+    engine: EngineOpt,
+    json_out: JsonOpt = False,
+) -> None:
+    """What the engine profile sees on a saved screen (`tmux capture-pane -p -e` output)."""
+    from harness.io.profiles import classify as classify_screen
+
+    opts = _opts(json_out, None, None)
+    _engine(opts, engine)
+    try:
+        raw = file.read_text(encoding="utf-8", errors="replace")
+    except OSError as error:
+        usage(opts, f"cannot read {file}: {error}")
+    show(opts, classify_screen(engine, raw).to_json(), _show_observation)
+
+
+# --- start and attach ---------------------------------------------------------------------------------------
+
+
+def _own_socket(home: Path) -> str:
+    """The tmux server of this data directory: a socket file in it, or a name derived from it when the path
+    would be too long for a Unix socket."""
+    path = home / "tmux" / "agents.sock"
+    if len(str(path)) <= MAX_SOCKET_PATH:
+        path.parent.mkdir(mode=homes.PRIVATE_DIR_MODE, exist_ok=True)
+        return str(path)
+    return "harness-" + hashlib.sha256(str(home).encode()).hexdigest()[:12]
+
+
+def _register(opts: Options, fields: dict[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = call(opts, "agent_register", fields, team=False)
+    return result
+
+
+@app.command(context_settings={"allow_interspersed_args": False})
+def start(
+    *,
+    engine: EngineOpt,
+    name: NameOpt,
+    cwd: Annotated[Path | None, typer.Option("--cwd", help="Working directory (default: this one).")] = None,
+    args: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="[-- ARGS]", help="Extra engine arguments; for shell, the command to run."),
+    ] = None,
+    agent_id: IdOpt = None,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    port: PortOpt = None,
+) -> None:
+    """Start an engine in a tmux session of the daemon's own server and register it."""
+    import trio
+
+    from harness.io.tmux import ProcessRunner, TmuxError, new_session
+
+    opts = _opts(json_out, home, port)
+    _engine(opts, engine)
+    directory = (cwd or Path.cwd()).expanduser().absolute()
+    if not directory.is_dir():
+        usage(opts, f"--cwd {directory} is not a directory")
+    if engine == "shell":
+        command = list(args or []) or [os.environ.get("SHELL") or "bash"]
+    else:
+        command = [*ENGINE_COMMANDS[engine], *(args or [])]
+    if shutil.which(command[0]) is None and not Path(command[0]).exists():
+        usage(opts, f"{command[0]!r} is not installed here (not on PATH)")
+    if shutil.which("tmux") is None:
+        fail(opts, output.PROTOCOL_ERROR, "offline", "tmux is not installed")
+    home_dir = homes.ensure_home(homes.resolve_home(opts.home))
+    socket = _own_socket(home_dir)
+    session = "agent-" + re.sub(r"[^A-Za-z0-9_-]", "-", name)[:40]
+    try:
+        pane = trio.run(lambda: new_session(socket, session, command, cwd=str(directory)))
+    except TmuxError as error:
+        fail(opts, output.PROTOCOL_ERROR, "conflict", f"cannot start the tmux session {session}: {error}")
+    fields = {
+        "name": name,
+        "engine": engine,
+        "tmux": {"socket": socket, "target": pane},
+        "cwd": str(directory),
+        "startedBy": "daemon",
+        **({"agentId": agent_id} if agent_id else {}),
+    }
+    try:
+        entry = _register(opts, fields)
+    except SystemExit:  # not registered: do not leave an unreachable engine running
+        trio.run(ProcessRunner(socket).run, "kill-session", "-t", pane)
+        raise
+    show(opts, {**entry, "attach": f"tmux {_server_flag(socket)} attach -t {session}"}, output.show_mapping)
+
+
+def _server_flag(socket: str) -> str:
+    return f"-S {socket}" if "/" in socket else f"-L {socket}"
+
+
+@app.command()
+def attach(
+    *,
+    tmux: Annotated[str, typer.Option("--tmux", help="The pane: %ID or session:window.pane.")],
+    engine: EngineOpt,
+    name: NameOpt,
+    socket: Annotated[
+        str | None,
+        typer.Option("--socket", help="tmux server: a name (-L) or a socket path (-S); default: this one."),
+    ] = None,
+    agent_id: IdOpt = None,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    port: PortOpt = None,
+) -> None:
+    """Register an existing tmux pane that runs an engine (it is never killed by harness)."""
+    import trio
+
+    from harness.io.tmux import ProcessRunner, TmuxError
+
+    opts = _opts(json_out, home, port)
+    _engine(opts, engine)
+    server = socket or (os.environ.get("TMUX", "").split(",")[0] or "default")
+    try:
+        found = trio.run(ProcessRunner(server).run, "display-message", "-p", "-t", tmux, "#{pane_id}")
+        trio.run(
+            ProcessRunner(server).run, "capture-pane", "-p", "-t", tmux
+        )  # fails if there is no such pane
+    except TmuxError as error:
+        fail(opts, output.PROTOCOL_ERROR, "not_found", f"no tmux pane {tmux!r} on server {server!r}: {error}")
+    fields = {
+        "name": name,
+        "engine": engine,
+        "tmux": {"socket": server, "target": found[0] if found else tmux},
+        "startedBy": "attached",
+        **({"agentId": agent_id} if agent_id else {}),
+    }
+    show(opts, _register(opts, fields), output.show_mapping)
+
+
+# --- list and show ------------------------------------------------------------------------------------------
+
+
+def _observe(entry: dict[str, Any]) -> Observation:
+    import trio
+
+    from harness.io.profiles import Observation, classify
+    from harness.io.terminal_port import ScreenState
+    from harness.io.tmux import ProcessRunner, TmuxError, capture, pane_info
+
+    pane = entry.get("tmux") or {}
+
+    async def look() -> Observation:
+        runner = ProcessRunner(str(pane.get("socket")))
+        target = str(pane.get("target"))
+        try:
+            raw = await capture(runner, target)
+            info = await pane_info(runner, target)
+        except TmuxError as error:
+            return Observation(ScreenState.OFFLINE, False, False, False, (f"no pane: {error}",))
+        return classify(str(entry.get("engine")), raw, info)
+
+    return trio.run(look)
+
+
+def _with_observation(entry: dict[str, Any]) -> dict[str, Any]:
+    return {**entry, "observation": _observe(entry).to_json()}
+
+
+def _show_agents(result: dict[str, Any]) -> None:
+    for agent in result["agents"]:
+        observation = agent["observation"]
+        pane = agent.get("tmux") or {}
+        print(
+            f"{agent.get('agentId')}  {agent.get('name')}  {agent.get('engine')}  "
+            f"{pane.get('target')}@{pane.get('socket')}  {observation['state']}"
+        )
+    if not result["agents"]:
+        print("no agents registered on this machine")
+
+
+def _show_agent(agent: dict[str, Any]) -> None:
+    for key, value in agent.items():
+        if key != "observation":
+            print(f"{key}: {value}")
+    print("screen: ", end="")
+    _show_observation(agent["observation"])
+
+
+@app.command("list")
+def list_agents(json_out: JsonOpt = False, home: HomeOpt = None, port: PortOpt = None) -> None:
+    """Every registered agent with what its pane shows now."""
+    opts = _opts(json_out, home, port)
+    result = call(opts, "agent_list", team=False)
+    agents = [_with_observation(agent) for agent in result.get("agents", [])]
+    show(opts, {**result, "agents": agents}, _show_agents)
+
+
+@app.command("show")
+def show_agent(
+    agent: Annotated[str, typer.Argument(metavar="AGENT_ID", help="Agent id or name.")],
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    port: PortOpt = None,
+) -> None:
+    """One agent: its registration, its delivery desk, and what its pane shows now."""
+    opts = _opts(json_out, home, port)
+    show(opts, _with_observation(call(opts, "agent_show", {"agentId": agent}, team=False)), _show_agent)

@@ -1,0 +1,467 @@
+# `harness team --team ID watch`: a read-only terminal view of one team. It is a projection of the daemon's
+# ledger and nothing more: everything on screen is rebuilt from the snapshots the daemon pushes, only a newer
+# revision replaces what is shown (a late or replayed frame can never roll the view back), and question state
+# and delivery state stay in separate columns because they are separate facts. The subscription runs in a
+# thread over the ordinary blocking client; when the daemon goes away the view keeps the last state, says so,
+# and reconnects by itself, re-reading daemon.json so a restart on another port is found too.
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from contextlib import suppress
+from pathlib import Path
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.css.query import NoMatches
+from textual.message import Message
+from textual.widgets import DataTable, Footer, Static
+
+from harness.io import home as homes
+from harness.io.client import Client, ClientError, RemoteError, Uncertain, Unreachable, locate_port
+from harness.io.rpc import INCOMPATIBLE
+
+# How long the subscriber waits before trying a vanished daemon again; a person restarting it should not
+# wait long, and a loopback connect attempt costs nothing.
+RETRY_SECONDS = 1.0
+# An incompatible or refusing daemon will not change by itself soon; retry it less often.
+REFUSED_RETRY_SECONDS = 5.0
+# Terminal observations are not part of the snapshot; they are re-read this often while the view is open.
+OBSERVE_SECONDS = 5.0
+EXCERPT_CHARS = 80
+
+
+class Snapshot(Message):
+    """A team view from the daemon (a pushed snapshot, the subscription's first result, or a refresh)."""
+
+    def __init__(self, team: dict[str, Any]) -> None:
+        super().__init__()
+        self.team = team
+
+
+class Link(Message):
+    """What the subscriber knows about the daemon: connecting, live, gone, incompatible or refused."""
+
+    def __init__(self, state: str, detail: str) -> None:
+        super().__init__()
+        self.state = state
+        self.detail = detail
+
+
+class Observed(Message):
+    """Live terminal observations of members on the daemon's machine, by membership id."""
+
+    def __init__(self, observations: dict[str, str]) -> None:
+        super().__init__()
+        self.observations = observations
+
+
+class Subscriber:
+    """Keeps one subscription open in a worker thread and reports through `post`; `stop` ends it promptly."""
+
+    def __init__(self, home: Path, team_id: str, port: int | None, post: Callable[[Message], object]) -> None:
+        self.home = home
+        self.team_id = team_id
+        self.port = port
+        self._post = post
+        self._stopped = threading.Event()
+        self._wake = threading.Event()
+        self._client: Client | None = None
+        self._lock = threading.Lock()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._wake.set()
+        self._interrupt()
+
+    def retry_now(self) -> None:
+        """Skip the wait before the next connection attempt (the person pressed r)."""
+        self._wake.set()
+
+    def _interrupt(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                self._client.interrupt()
+
+    def run(self) -> None:
+        while not self._stopped.is_set():
+            delay = self._once()
+            self._wake.wait(delay)
+            self._wake.clear()
+
+    def _once(self) -> float:
+        """One connection's life; returns how long to wait before the next."""
+        try:
+            port, _ = locate_port(self.home, self.port)
+            client = Client(port)
+            with self._lock:
+                if self._stopped.is_set():
+                    return 0
+                self._client = client
+            try:
+                self._post(Link("connecting", f"connecting to the daemon on 127.0.0.1:{port}"))
+                client.connect()
+                capabilities = client.check_compatible()
+                token = homes.read_owner_token(self.home)
+                machine = capabilities.get("machineId", "?")
+                for team in client.subscribe(self.team_id, token):
+                    if not isinstance(team, dict):
+                        continue
+                    self._post(Link("live", f"live from the daemon on 127.0.0.1:{port} (machine {machine})"))
+                    self._post(Snapshot(team))
+            finally:
+                with self._lock:
+                    self._client = None
+                client.close()
+            if self._stopped.is_set():
+                return 0
+            self._post(Link("gone", "the daemon closed the connection"))
+        except Unreachable as error:
+            self._post(Link("gone", error.detail))
+        except Uncertain as error:
+            self._post(Link("gone", error.detail))
+        except RemoteError as error:
+            state = "incompatible" if error.code == INCOMPATIBLE else "refused"
+            self._post(
+                Link(state, error.detail if state == "incompatible" else f"{error.code}: {error.detail}")
+            )
+            return REFUSED_RETRY_SECONDS
+        except OSError as error:  # the connection broke mid-frame: the same as the daemon going away
+            self._post(Link("gone", str(error)))
+        return RETRY_SECONDS
+
+
+def _fetch(home: Path, port: int | None, team_id: str) -> tuple[Any, dict[str, str]]:
+    """One short connection: the team (`get`) and what the daemon's desk sees of the terminals of members on
+    its machine. Raises ClientError like any call."""
+    found, _ = locate_port(home, port)
+    token = homes.read_owner_token(home)
+    with Client(found) as client:
+        capabilities = client.check_compatible()
+        team = client.request("get", team_id=team_id, owner_token=token)
+        observations: dict[str, str] = {}
+        if not isinstance(team, dict):
+            return team, observations
+        for member in team.get("members", []):
+            if member.get("state") != "active" or member.get("machineId") != capabilities.get("machineId"):
+                continue
+            try:
+                shown = client.request(
+                    "agent_show", owner_token=token, fields={"agentId": member.get("agentId")}
+                )
+            except RemoteError as error:  # not registered here (yet), or a daemon without the agent registry
+                observations[member["id"]] = "not registered" if error.code == "not_found" else "-"
+                continue
+            delivery = shown.get("delivery") if isinstance(shown, dict) else None
+            observed = delivery.get("observed") if isinstance(delivery, dict) else None
+            observations[member["id"]] = str(observed) if observed else "not observed yet"
+        return team, observations
+
+
+def _names(team: dict[str, Any]) -> dict[str, str]:
+    return {m["id"]: m["name"] for m in team.get("members", [])}
+
+
+def _delivery(view: object) -> str:
+    if not isinstance(view, dict):
+        return "-"
+    reason = view.get("reason")
+    return f"{view.get('state')} ({reason})" if reason else str(view.get("state"))
+
+
+def _excerpt(text: object) -> str:
+    flat = " ".join(str(text or "").split())
+    return flat if len(flat) <= EXCERPT_CHARS else flat[: EXCERPT_CHARS - 1] + "…"
+
+
+def _clock(ms: object) -> str:
+    if not isinstance(ms, int):
+        return "-"
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
+
+
+def exchange_detail(exchange: dict[str, Any], names: dict[str, str]) -> Text:
+    """The selected exchange in full. Built as Text, never markup: the words are the agents'."""
+    who = f"{names.get(exchange['from'], exchange['from'])} -> {names.get(exchange['to'], exchange['to'])}"
+    out = Text()
+    out.append(f"Question {exchange['id']}\n", style="bold")
+    out.append(f"{who}   asked {_clock(exchange.get('createdAt'))}, ")
+    out.append(f"deadline {_clock(exchange.get('deadlineAt'))}\n")
+    out.append("question: ", style="bold")
+    out.append(f"{exchange['state']}      ")
+    out.append("delivery: ", style="bold")
+    out.append(_delivery(exchange.get("delivery")) + "\n")
+    delivery = exchange.get("delivery")
+    if isinstance(delivery, dict) and delivery.get("state") == "unconfirmed":
+        out.append(
+            "The notice might have reached the terminal. Do not resend: check with "
+            f"`status {exchange['id']}` or look at the teammate's terminal; "
+            "the operation id stays the question id.\n",
+            style="yellow",
+        )
+    out.append("\n" + str(exchange.get("text", "")) + "\n")
+    if exchange.get("context"):
+        out.append("\ncontext: ", style="bold")
+        out.append(str(exchange["context"]) + "\n")
+    answer = exchange.get("answer")
+    if isinstance(answer, dict):
+        author = names.get(answer.get("author", ""), answer.get("author", "?"))
+        late = " (late)" if answer.get("late") else ""
+        out.append(f"\nanswer by {author} at {_clock(answer.get('at'))}{late}\n", style="bold green")
+        out.append(str(answer.get("text", "")) + "\n")
+        for ref in answer.get("evidence") or []:
+            out.append("evidence: ", style="bold")
+            out.append(str(ref) + "\n")
+    else:
+        out.append("\nno answer yet\n", style="dim")
+    return out
+
+
+class WatchApp(App[None]):
+    """The view. `subscribe=False` leaves the feed to the caller (tests post Snapshot messages)."""
+
+    TITLE = "harness watch"
+    # Textual reads this list from the class; mypy takes its base annotation, hence no ClassVar here.
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]  # noqa: RUF012
+    CSS = """
+    #title { height: 1; text-style: bold; padding: 0 1; }
+    #link { height: auto; max-height: 3; padding: 0 1; }
+    #link.-live { color: $success; }
+    #link.-gone, #link.-refused { color: $error; }
+    #link.-incompatible { color: $warning; }
+    #body { height: 1fr; }
+    #lists { width: 3fr; }
+    #detail { width: 2fr; border-left: solid $panel; padding: 0 1; }
+    .heading { height: 1; padding: 0 1; text-style: bold; color: $text-muted; }
+    #roster { height: auto; max-height: 12; }
+    #exchanges { height: 1fr; }
+    .-narrow #body { layout: vertical; }
+    .-narrow #lists { width: 1fr; height: 1fr; }
+    .-narrow #detail { width: 1fr; height: 1fr; border-left: none; border-top: solid $panel; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("j", "down", "Select", key_display="j/k ↑/↓"),
+        Binding("k", "up", "Up", show=False),
+        Binding("down", "down", "Down", show=False),
+        Binding("up", "up", "Up", show=False),
+        Binding("r", "refresh", "Refresh"),
+        Binding("pagedown", "detail_down", "Scroll text", show=False),
+        Binding("pageup", "detail_up", "Scroll text", show=False),
+        Binding("q", "quit", "Quit", priority=True),
+        Binding("escape", "quit", "Close", priority=True),
+    ]
+
+    def __init__(self, home: Path, team_id: str, port: int | None = None, *, subscribe: bool = True) -> None:
+        super().__init__()
+        self.home = home
+        self.team_id = team_id
+        self.port = port
+        self.team: dict[str, Any] | None = None
+        self.revision = -1
+        self.selected: str | None = None
+        self.link = "connecting"
+        self.observations: dict[str, str] = {}
+        self._subscriber = Subscriber(home, team_id, port, self.post_message) if subscribe else None
+
+    def compose(self) -> ComposeResult:
+        yield Static(f"team {self.team_id}", id="title")
+        yield Static("connecting to the daemon…", id="link")
+        with Horizontal(id="body"):
+            with Vertical(id="lists"):
+                yield Static("Roster", classes="heading")
+                yield DataTable(id="roster", cursor_type="none", zebra_stripes=True)
+                yield Static("Exchanges (newest first)", classes="heading")
+                yield DataTable(id="exchanges", cursor_type="row", zebra_stripes=True)
+            with VerticalScroll(id="detail"):
+                yield Static("no exchange selected", id="detail-text")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        roster = self.query_one("#roster", DataTable)
+        roster.can_focus = False
+        roster.add_columns("name", "member", "terminal", "role", "introduction", "agent")
+        exchanges = self.query_one("#exchanges", DataTable)
+        exchanges.add_columns("question", "delivery", "from -> to", "text", "id")
+        self.query_one("#detail", VerticalScroll).can_focus = False
+        exchanges.focus()
+        if self._subscriber is not None:
+            self.run_worker(self._subscriber.run, thread=True, exit_on_error=False, name="subscribe")
+            self.set_interval(OBSERVE_SECONDS, self._observe_later)
+
+    def on_unmount(self) -> None:
+        if self._subscriber is not None:
+            self._subscriber.stop()
+
+    # --- the feed -------------------------------------------------------------------------------------------
+    # Messages queued just before the view closes can arrive after its widgets are gone (NoMatches); by then
+    # they no longer matter, so the handlers drop them.
+
+    def on_snapshot(self, message: Snapshot) -> None:
+        team = message.team
+        revision = team.get("revision")
+        if team.get("id") != self.team_id or not isinstance(revision, int) or revision <= self.revision:
+            return  # an older (or the same) revision never replaces what is shown
+        self.team, self.revision = team, revision
+        with suppress(NoMatches):
+            self._render_team()
+        self._observe_later()
+
+    def on_link(self, message: Link) -> None:
+        self.link = message.state
+        with suppress(NoMatches):
+            self._render_link(message)
+
+    def _render_link(self, message: Link) -> None:
+        widget = self.query_one("#link", Static)
+        for state in ("connecting", "live", "gone", "incompatible", "refused"):
+            widget.set_class(state == message.state, f"-{state}")
+        shown = self.revision if self.team is not None else None
+        text = {
+            "connecting": message.detail,
+            "live": message.detail,
+            "gone": f"daemon not reachable: {message.detail}; showing revision {shown}, reconnecting…",
+            "incompatible": f"the daemon is too old for this client: {message.detail}",
+            "refused": f"the daemon refused the subscription: {message.detail}",
+        }[message.state]
+        widget.update(Text(text))
+        self._render_title()
+
+    def on_observed(self, message: Observed) -> None:
+        self.observations = message.observations
+        if self.team is not None:
+            with suppress(NoMatches):
+                self._render_roster(self.team)
+
+    def _observe_later(self) -> None:
+        if self._subscriber is not None and self.link == "live":
+            self._observe()
+
+    @work(thread=True, exclusive=True, group="observe", exit_on_error=False)
+    def _observe(self) -> None:
+        try:
+            _, observations = _fetch(self.home, self.port, self.team_id)
+        except ClientError:
+            return  # the subscriber reports the daemon's state; observations simply stay as they were
+        self.post_message(Observed(observations))
+
+    @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)
+    def _refresh(self) -> None:
+        try:
+            team, observations = _fetch(self.home, self.port, self.team_id)
+        except RemoteError as error:
+            state = "incompatible" if error.code == INCOMPATIBLE else "refused"
+            self.post_message(Link(state, error.detail))
+            return
+        except ClientError as error:
+            self.post_message(Link("gone", error.detail))
+            return
+        if isinstance(team, dict):
+            self.post_message(Snapshot(team))
+        self.post_message(Observed(observations))
+
+    # --- rendering ------------------------------------------------------------------------------------------
+
+    def _render_title(self) -> None:
+        title = self.query_one("#title", Static)
+        if self.team is None:
+            title.update(Text(f"team {self.team_id} (nothing received yet)"))
+            return
+        stale = "" if self.link == "live" else "  [last known]"
+        team = self.team
+        title.update(
+            Text(f"{team['name']}  {team['id']}  {team['state']}  revision {team['revision']}{stale}")
+        )
+
+    def _render_team(self) -> None:
+        assert self.team is not None
+        self._render_title()
+        self._render_roster(self.team)
+        self._render_exchanges(self.team)
+
+    def _render_roster(self, team: dict[str, Any]) -> None:
+        roster = self.query_one("#roster", DataTable)
+        roster.clear()
+        for member in team.get("members", []):
+            roster.add_row(
+                Text(member["name"]),
+                member["state"],
+                self.observations.get(member["id"], "-"),
+                Text(_excerpt(member.get("role")) or "-"),
+                _delivery(member.get("introduction")),
+                Text(f"{member['machineId']}/{member['agentId']}"),
+                key=member["id"],
+            )
+
+    def _render_exchanges(self, team: dict[str, Any]) -> None:
+        table = self.query_one("#exchanges", DataTable)
+        names = _names(team)
+        exchanges = list(reversed(team.get("exchanges", [])))
+        keep = self.selected
+        table.clear()
+        for e in exchanges:
+            table.add_row(
+                e["state"],
+                _delivery(e.get("delivery")),
+                Text(f"{names.get(e['from'], e['from'])} -> {names.get(e['to'], e['to'])}"),
+                Text(_excerpt(e.get("text"))),
+                e["id"],
+                key=e["id"],
+            )
+        ids = [e["id"] for e in exchanges]
+        if keep in ids:
+            table.move_cursor(row=ids.index(keep), animate=False)
+        elif ids:
+            self.selected = ids[0]
+        self._render_detail()
+
+    def _render_detail(self) -> None:
+        widget = self.query_one("#detail-text", Static)
+        team = self.team
+        chosen = None
+        if team is not None:
+            chosen = next((e for e in team.get("exchanges", []) if e["id"] == self.selected), None)
+        if team is None or chosen is None:
+            widget.update("no exchange selected")
+            return
+        widget.update(exchange_detail(chosen, _names(team)))
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id != "exchanges" or event.row_key.value is None:
+            return
+        with suppress(NoMatches):
+            if event.row_key.value != self.selected:
+                self.selected = event.row_key.value
+                self.query_one("#detail", VerticalScroll).scroll_home(animate=False)
+            self._render_detail()
+
+    # --- keys -----------------------------------------------------------------------------------------------
+
+    def action_down(self) -> None:
+        self.query_one("#exchanges", DataTable).action_cursor_down()
+
+    def action_up(self) -> None:
+        self.query_one("#exchanges", DataTable).action_cursor_up()
+
+    def action_detail_down(self) -> None:
+        self.query_one("#detail", VerticalScroll).scroll_page_down()
+
+    def action_detail_up(self) -> None:
+        self.query_one("#detail", VerticalScroll).scroll_page_up()
+
+    def action_refresh(self) -> None:
+        if self._subscriber is not None:
+            self._subscriber.retry_now()
+        self._refresh()
+
+    async def action_quit(self) -> None:
+        self.exit()
+
+
+def run_watch(home: Path, team_id: str, port: int | None) -> None:
+    WatchApp(home, team_id, port).run()

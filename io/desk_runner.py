@@ -1,0 +1,378 @@
+# This machine's delivery desk, run: the trio shell around `harness.core.delivery`. The desk reducer decides
+# whether a notice may be written; this module looks at terminals, feeds it what it saw, and writes only what
+# it licensed. It is also the destination side of `team_delivery` for the local machine.
+#
+# Shape (persist before act, as in the owner's ledger):
+# - `apply` is the one way into the desk: it stamps the time, steps, appends an accepted change to the desk's
+#   journal (`<home>/teams/delivery`) and waits until it is durable, and only then acts on the effects:
+#   reports to the owner, write rechecks, timers and the one terminal write. A lock serializes it, so the
+#   journal order is the step order and replay rebuilds the desk exactly.
+# - On start the desk is replayed and told `Restart`: a write that was in flight becomes `unconfirmed` and is
+#   never retried; queued work waits for a fresh look at its terminal.
+# - The runner loop looks at agents that have queued work, feeds `Observe` only when what it saw differs from
+#   the desk's latest look (or that look is no longer a fresh idle), rechecks the screen at the write boundary
+#   on `WriteDue`, and afterwards watches for the agent's turn on what it wrote.
+# - A notice is handed to `Terminals.write` at most once per process (asserted), and only after the desk
+#   durably accepted its `WriteStarted`; the desk's own state makes it at most once ever.
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import attrs
+import trio
+
+from harness.core import delivery as d
+from harness.core.codec import desk_command_from_json, desk_command_to_json, from_json, to_json
+from harness.core.errors import ErrorCode, Rejected
+from harness.core.limits import DEFAULT_LIMITS, Limits
+from harness.core.outcome import Accepted, reject
+from harness.io.journal import CheckpointPolicy, JournalStore, Recovery, StoreError, delivery_store_dir
+from harness.io.team_delivery import DeliveryReport, Reporter
+from harness.io.terminal_port import Screen, ScreenState, Terminals, WriteOutcome
+
+# Unsure never licenses a write: an engine that is still starting counts as busy.
+OBSERVED: dict[ScreenState, d.Observed] = {
+    ScreenState.IDLE: d.Observed.IDLE,
+    ScreenState.BUSY: d.Observed.BUSY,
+    ScreenState.DRAFT: d.Observed.DRAFT,
+    ScreenState.DIALOG: d.Observed.DIALOG,
+    ScreenState.OFFLINE: d.Observed.OFFLINE,
+    ScreenState.STARTING: d.Observed.BUSY,
+}
+
+# Notices whose write may have landed: the runner watches for the agent's turn on them.
+_TURN_PENDING = frozenset({d.DeliveryState.DELIVERED, d.DeliveryState.UNCONFIRMED})
+
+
+@attrs.frozen
+class RunnerTiming:
+    poll_ms: int = 500  # how often agents with queued work (or a written notice to confirm) are looked at
+    turn_watch_ms: int = 10 * 60_000  # how long after a write the runner looks for the agent's turn on it
+
+
+class ReplayError(Exception):
+    pass
+
+
+def replay_desk(machine_id: str, recovery: Recovery, limits: Limits) -> d.Desk:
+    """Rebuild the desk from its checkpoint and journal (the reducer is deterministic)."""
+    desk = d.empty_desk(machine_id)
+    if recovery.checkpoint is not None:
+        loaded = from_json(recovery.checkpoint, d.Desk)
+        if isinstance(loaded, Rejected):
+            raise ReplayError(f"checkpoint {recovery.checkpoint_seq} is not a desk: {loaded.detail}")
+        if loaded.machine_id != machine_id:
+            raise ReplayError(f"the checkpoint is the desk of machine {loaded.machine_id!r}")
+        desk = loaded
+    for entry in recovery.entries:
+        command = desk_command_from_json(entry.body)
+        if isinstance(command, Rejected):
+            raise ReplayError(f"journal entry {entry.seq} is not a desk command: {command.detail}")
+        outcome = d.step(desk, command, limits)
+        if isinstance(outcome, Rejected):
+            raise ReplayError(
+                f"journal entry {entry.seq} was refused on replay ({outcome.code}: {outcome.detail}); "
+                "were the limits changed since it was accepted?"
+            )
+        desk = outcome.state
+    return desk
+
+
+def _last_at(desk: d.Desk) -> int:
+    """The latest time the desk has seen, so that stamps after a replay never go back."""
+    latest = max((notice.updated_at for notice in desk.notices.values()), default=0)
+    observed = max((session.observed_at for session in desk.sessions.values()), default=0)
+    return max(latest, observed, desk.restarted_at)
+
+
+@attrs.define
+class _Watch:
+    agent_id: str
+    text: str
+    until: int
+
+
+class DeskRunner:
+    """The local destination: `await nursery.start(runner.run)` opens and replays the desk, then runs it."""
+
+    def __init__(
+        self,
+        home: Path,
+        machine_id: str,
+        report: Reporter,
+        terminals: Terminals | None = None,
+        *,
+        limits: Limits = DEFAULT_LIMITS,
+        clock: Callable[[], int],
+        timing: RunnerTiming | None = None,
+        checkpoint_policy: CheckpointPolicy | None = None,
+        log: Callable[[str], None] = lambda line: None,
+    ) -> None:
+        self.machine_id = machine_id
+        self.desk = d.empty_desk(machine_id)  # durable: only `apply` replaces it, after the append
+        self.unavailable: str | None = None  # why the desk is stopped (corrupt or failed store)
+        self.writes = 0  # terminal writes begun by this process (tests and logs)
+        self._home = home
+        self._report = report
+        self._terminals = terminals
+        self._limits = limits
+        self._clock = clock
+        self._timing = timing or RunnerTiming()
+        self._checkpoints = checkpoint_policy or CheckpointPolicy()
+        self._log = log
+        self._store: JournalStore | None = None
+        self._lock = trio.Lock()
+        self._last_at = 0
+        self._wake = trio.Event()
+        self._due: set[str] = set()  # agents whose next notice is due: recheck at the write boundary
+        self._relook: set[str] = set()  # agents whose next look is fed to the desk whatever it shows
+        self._written: set[str] = set()  # notices handed to Terminals.write by this process
+        self._watches: dict[str, _Watch] = {}  # written notices whose agent turn is awaited
+        self._writes: trio.Nursery | None = None
+        self._loop_scope = trio.CancelScope()
+
+    # --- lifecycle ----------------------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[DeskRunner] = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            await self._open()
+            async with trio.open_nursery() as writes:
+                self._writes = writes
+                task_status.started(self)
+                with self._loop_scope:
+                    if self.unavailable is None:
+                        await self._sync()
+                        await self._loop()
+                    else:
+                        await trio.sleep_forever()
+                # Stopping: writes already begun finish and report; nothing new starts.
+        finally:
+            with trio.CancelScope(shield=True):
+                if self._store is not None:
+                    await self._store.aclose()
+
+    def stop(self) -> None:
+        """Stop looking and starting writes; a write in progress still finishes and is recorded."""
+        self._loop_scope.cancel()
+
+    async def _open(self) -> None:
+        directory = delivery_store_dir(self._home)
+        try:
+            self._store, recovery = await JournalStore.open(directory)
+            self.desk = replay_desk(self.machine_id, recovery, self._limits)
+        except (StoreError, OSError, ReplayError) as error:
+            self._stop_desk(f"{directory}: {error}")
+            return
+        self._last_at = _last_at(self.desk)
+        restarted = await self.apply(d.Restart(0))
+        assert isinstance(restarted, Accepted) or self.unavailable is not None
+        watch_ms = self._timing.turn_watch_ms
+        for notice in self.desk.notices.values():  # a write that may have landed: its turn may still show
+            if notice.state in _TURN_PENDING and notice.updated_at + watch_ms > self._clock():
+                self._watches[notice.id] = _Watch(notice.agent_id, notice.text, notice.updated_at + watch_ms)
+
+    def _stop_desk(self, why: str) -> None:
+        self.unavailable = f"{ErrorCode.CORRUPT_STATE}: the delivery desk is stopped: {why}"
+        self._log(self.unavailable)
+
+    async def _sync(self) -> None:
+        """Tell the owner every notice's state once: a report lost in a crash or a shutdown is repeated."""
+        async with self._lock:
+            for notice in self.desk.notices.values():
+                await self._report(_report_of(notice.team_id, notice.id, notice.state, notice.reason))
+
+    # --- the desk ------------------------------------------------------------------------------------------
+
+    async def apply(self, command: d.DeskCommand) -> Accepted[d.Desk] | Rejected:
+        """Step the desk; an accepted change is durable before any of its effects leaves the process."""
+        async with self._lock:
+            if self.unavailable is not None:
+                return reject(ErrorCode.CORRUPT_STATE, self.unavailable)
+            self._last_at = max(self._last_at, self._clock())
+            command = attrs.evolve(command, at=self._last_at)
+            outcome = d.step(self.desk, command, self._limits)
+            if isinstance(outcome, Rejected):
+                return outcome
+            if outcome.changed:
+                assert self._store is not None
+                try:
+                    seq = await self._store.append(desk_command_to_json(command))
+                except (StoreError, trio.ClosedResourceError) as error:
+                    # It may or may not be on disk: act on none of it, and write nothing until a restart.
+                    self._stop_desk(f"the desk journal could not be written ({error})")
+                    return reject(ErrorCode.CORRUPT_STATE, self.unavailable or "")
+                self.desk = outcome.state
+                if self._checkpoints.due(self._store):
+                    try:
+                        await self._store.checkpoint(seq, to_json(self.desk))
+                    except StoreError as error:
+                        self._stop_desk(f"the desk checkpoint could not be written ({error})")
+            await self._act(outcome.effects)
+            return outcome
+
+    async def _act(self, effects: Sequence[object]) -> None:
+        for effect in effects:
+            if isinstance(effect, d.DeliveryChanged):
+                await self._report(_report_of(effect.team_id, effect.notice_id, effect.state, effect.reason))
+            elif isinstance(effect, d.WriteDue):
+                self._due.add(effect.agent_id)
+                self._wake.set()
+            elif isinstance(effect, d.WriteNotice):
+                assert self._writes is not None
+                self._writes.start_soon(self._write, effect)
+            else:
+                assert isinstance(effect, d.ArmDeskTimer)
+                self._wake.set()  # the loop sleeps until the desk's earliest timer
+
+    # --- team_delivery: the owner's requests ---------------------------------------------------------------
+
+    async def submit(self, command: d.Submit) -> None:
+        outcome = await self.apply(command)
+        if isinstance(outcome, Rejected):
+            # As core.system routes a refused submit: never silent loss, the owner sees why.
+            reason = outcome.bound if outcome.bound is not None else outcome.code.value
+            state = d.DeliveryState.REJECTED
+            if outcome.code is ErrorCode.CORRUPT_STATE:
+                state, reason = d.DeliveryState.QUEUED, outcome.code.value  # owed; waits for the repair
+            await self._report(DeliveryReport(command.team_id, command.notice_id, state.value, reason))
+
+    async def status(self, team_id: str, notice_ids: Sequence[str]) -> list[DeliveryReport]:
+        return [
+            _report_of(team_id, notice.id, notice.state, notice.reason)
+            for notice_id in notice_ids
+            if (notice := self.desk.notices.get(notice_id)) is not None and notice.team_id == team_id
+        ]
+
+    async def hold(self, command: d.Hold) -> None:
+        await self._owner(command)
+
+    async def release(self, command: d.Release) -> None:
+        await self._owner(command)
+
+    async def cancel(self, command: d.Withdraw | d.WithdrawMember | d.WithdrawTeam) -> None:
+        await self._owner(command)
+
+    async def consume(self, command: d.InboxRead | d.AnswerRetrieved) -> None:
+        await self._owner(command)
+
+    async def _owner(self, command: d.DeskCommand) -> None:
+        outcome = await self.apply(command)
+        if isinstance(outcome, Rejected) and outcome.code is not ErrorCode.CORRUPT_STATE:
+            self._log(f"delivery desk refused {type(command).__name__}: {outcome.code}: {outcome.detail}")
+
+    # --- the runner ---------------------------------------------------------------------------------------
+
+    async def _loop(self) -> None:
+        while True:
+            self._wake = trio.Event()
+            timer = self._next_timer()
+            if timer is not None and timer <= self._clock():
+                await self.apply(d.Tick(0))
+            rechecked = sorted(self._due)
+            self._due.clear()
+            for agent_id in rechecked:
+                await self._recheck(agent_id)
+            waiting = self._waiting_agents()
+            for agent_id in waiting:
+                if agent_id not in rechecked:  # a refused recheck waits a poll: no hot loop on one agent
+                    await self._look(agent_id)
+            await self._watch_turns()
+            delay = self._timing.poll_ms if waiting or self._watches else math.inf
+            timer = self._next_timer()
+            if timer is not None:
+                delay = min(delay, max(0, timer - self._clock() + 1))
+            with trio.move_on_after(delay / 1000):
+                await self._wake.wait()
+
+    def _next_timer(self) -> int | None:
+        return min((s.timers[0][0] for s in self.desk.sessions.values() if s.timers), default=None)
+
+    def _waiting_agents(self) -> list[str]:
+        """Agents with a queued notice and no write in flight: the only ones worth looking at."""
+        return sorted(
+            agent_id
+            for agent_id, session in self.desk.sessions.items()
+            if session.queue and session.writing is None
+        )
+
+    async def _screen(self, agent_id: str) -> Screen:
+        terminals = self._terminals
+        if terminals is None or agent_id not in terminals.agents():
+            return Screen(ScreenState.OFFLINE, self._clock(), ("no terminal for this agent on this machine",))
+        try:
+            return await terminals.observe(agent_id)
+        except Exception as error:  # a terminal we cannot read is one we must not write to
+            self._log(f"observing agent {agent_id!r} failed: {error!r}")
+            return Screen(ScreenState.OFFLINE, self._clock(), (f"observe failed: {error!r}",))
+
+    async def _look(self, agent_id: str) -> None:
+        screen = await self._screen(agent_id)
+        observed = OBSERVED[screen.state]
+        session = self.desk.sessions.get(agent_id)
+        if session is None:
+            return
+        stale_idle = observed is d.Observed.IDLE and not d.fresh_idle(session, self._clock(), self._limits)
+        if agent_id in self._relook or session.observed is not observed or stale_idle:
+            self._relook.discard(agent_id)
+            await self.apply(d.Observe(0, agent_id, observed))
+
+    async def _recheck(self, agent_id: str) -> None:
+        """The write boundary: look once more and start the write only on what this look saw."""
+        session = self.desk.sessions.get(agent_id)
+        if session is None or session.writing is not None or not session.queue:
+            return
+        screen = await self._screen(agent_id)
+        observed = OBSERVED[screen.state]
+        if observed is not d.Observed.IDLE:
+            await self.apply(d.Observe(0, agent_id, observed))
+            return
+        session = self.desk.sessions[agent_id]  # the look awaited: the desk may have moved on
+        if session.writing is not None or not session.queue:
+            return
+        started = await self.apply(d.WriteStarted(0, session.queue[0], observed, screen.at_ms))
+        if isinstance(started, Rejected):
+            self._relook.add(agent_id)  # the desk wants a newer look; the next one is fed to it
+
+    async def _write(self, effect: d.WriteNotice) -> None:
+        assert effect.notice_id not in self._written, f"notice {effect.notice_id!r} would be written twice"
+        self._written.add(effect.notice_id)
+        terminals = self._terminals
+        assert terminals is not None, "the desk licensed a write on a machine without terminals"
+        self.writes += 1
+        try:
+            outcome = await terminals.write(effect.agent_id, effect.text)
+        except Exception as error:  # bytes may have reached the terminal: uncertain, never retried
+            self._log(f"writing notice {effect.notice_id!r} to agent {effect.agent_id!r} failed: {error!r}")
+            outcome = WriteOutcome.UNCERTAIN
+        finished = await self.apply(d.WriteFinished(0, effect.notice_id, d.WriteResult(outcome.value)))
+        if isinstance(finished, Accepted) and outcome is not WriteOutcome.FAILED:
+            until = self._clock() + self._timing.turn_watch_ms
+            self._watches[effect.notice_id] = _Watch(effect.agent_id, effect.text, until)
+        self._wake.set()
+
+    async def _watch_turns(self) -> None:
+        terminals = self._terminals
+        now = self._clock()
+        for notice_id, watch in list(self._watches.items()):
+            notice = self.desk.notices.get(notice_id)
+            if notice is None or notice.state not in _TURN_PENDING or now > watch.until:
+                del self._watches[notice_id]
+                continue
+            if terminals is None or watch.agent_id not in terminals.agents():
+                continue
+            try:
+                matched = await terminals.turn_matches(watch.agent_id, watch.text)
+            except Exception as error:
+                self._log(f"looking for agent {watch.agent_id!r}'s turn failed: {error!r}")
+                continue
+            if matched:
+                del self._watches[notice_id]
+                await self.apply(d.TurnObserved(0, notice_id))
+
+
+def _report_of(
+    team_id: str, notice_id: str, state: d.DeliveryState, reason: d.Reason | None
+) -> DeliveryReport:
+    return DeliveryReport(team_id, notice_id, state.value, None if reason is None else reason.value)

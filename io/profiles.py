@@ -1,0 +1,607 @@
+# Engine profiles: what a captured pane means. A coding agent's TUI tells us in pixels, not in an API, whether
+# it would take a pasted notice now, and the difference between "empty prompt" and "a person's unsent draft"
+# is often only a colour (a dim placeholder vs typed text). So a capture is read *with* its SGR colour codes,
+# every engine gets one small profile (adding an engine = adding one entry to PROFILES), and every profile
+# follows one rule: say `idle` only on positive evidence of an empty prompt with nothing running and no
+# dialog; when unsure, say `starting`. A false idle pastes into someone's draft or approves a dialog; a false
+# anything-else only delays a notice.
+#
+# Pure functions over text (no tmux here): `classify(engine, capture, pane)` is what the daemon, the CLI
+# (`harness agent classify`) and the conformance fixtures all call.
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+from collections.abc import Callable, Sequence
+
+import attrs
+
+from harness.io.terminal_port import ScreenState
+
+# --- reading a capture with colours -------------------------------------------------------------------------
+
+Colour = int | tuple[int, int, int] | None  # a 256-colour index, an RGB triple, or the terminal default
+
+
+@attrs.frozen
+class Style:
+    bold: bool = False
+    dim: bool = False
+    reverse: bool = False
+    fg: Colour = None
+    bg: Colour = None
+
+
+PLAIN = Style()
+_ESCAPE = re.compile(r"\x1b(?:\[([0-9;:?]*)([@-~])|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+
+
+@functools.lru_cache(maxsize=4096)  # a screen repeats a handful of (style, sequence) pairs many times
+def _sgr(style: Style, params: str) -> Style:
+    """Apply one SGR sequence (`ESC [ params m`) to `style`."""
+    codes = [int(p) if p.isdigit() else 0 for p in params.replace(":", ";").split(";")] if params else [0]
+    bold, dim, reverse, fg, bg = style.bold, style.dim, style.reverse, style.fg, style.bg
+    i = 0
+    while i < len(codes):
+        code = codes[i]
+        if code == 0:
+            bold, dim, reverse, fg, bg = False, False, False, None, None
+        elif code == 1:
+            bold = True
+        elif code == 2:
+            dim = True
+        elif code == 22:
+            bold = dim = False
+        elif code == 7:
+            reverse = True
+        elif code == 27:
+            reverse = False
+        elif code in (38, 48):
+            colour: Colour = None
+            if i + 2 < len(codes) and codes[i + 1] == 5:
+                colour, i = codes[i + 2], i + 2
+            elif i + 1 < len(codes) and codes[i + 1] == 2 and i + 4 < len(codes):
+                colour, i = (codes[i + 2], codes[i + 3], codes[i + 4]), i + 4
+            if code == 38:
+                fg = colour
+            else:
+                bg = colour
+        elif code == 39:
+            fg = None
+        elif code == 49:
+            bg = None
+        elif 30 <= code <= 37 or 90 <= code <= 97:
+            fg = code - 30 if code < 90 else code - 82
+        elif 40 <= code <= 47 or 100 <= code <= 107:
+            bg = code - 40 if code < 100 else code - 92
+        i += 1
+    return Style(bold, dim, reverse, fg, bg)
+
+
+@attrs.frozen
+class Line:
+    text: str  # the characters, colour codes removed
+    styles: tuple[Style, ...]  # one per character of `text`
+
+    def visible_styles(self, start: int = 0) -> list[Style]:
+        """The styles of the non-blank characters from `start` on."""
+        return [s for ch, s in zip(self.text[start:], self.styles[start:], strict=True) if not ch.isspace()]
+
+
+@attrs.frozen
+class Capture:
+    lines: tuple[Line, ...]
+    coloured: bool  # whether the capture carried any colour codes (a plain capture cannot tell placeholders)
+
+    @property
+    def texts(self) -> list[str]:
+        return [line.text for line in self.lines]
+
+
+def parse_capture(raw: str) -> Capture:
+    """Split a `capture-pane -p -e` text into lines of characters with their styles. tmux emits only style
+    *changes*, carried across line ends, so one style runs through the whole capture."""
+    style = PLAIN
+    lines: list[Line] = []
+    chars: list[str] = []
+    styles: list[Style] = []
+    coloured = False
+    position = 0
+    raw = raw.replace("\r\n", "\n")
+    for match in _ESCAPE.finditer(raw):
+        _take(raw[position : match.start()], style, chars, styles, lines)
+        position = match.end()
+        coloured = True
+        if match.group(2) == "m":
+            style = _sgr(style, match.group(1) or "")
+    _take(raw[position:], style, chars, styles, lines)
+    lines.append(Line("".join(chars), tuple(styles)))
+    while lines and not lines[-1].text.strip():
+        lines.pop()
+    return Capture(tuple(lines), coloured)
+
+
+def _take(segment: str, style: Style, chars: list[str], styles: list[Style], lines: list[Line]) -> None:
+    parts = segment.split("\n")
+    for index, part in enumerate(parts):
+        if index:
+            lines.append(Line("".join(chars), tuple(styles)))
+            chars.clear()
+            styles.clear()
+        chars.extend(part)
+        styles.extend([style] * len(part))
+
+
+# --- observations -------------------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class PaneInfo:
+    """What tmux says about the pane besides its pixels."""
+
+    dead: bool = False
+    pid: int | None = None
+    command: str = ""  # #{pane_current_command}
+    cursor_y: int | None = None  # #{cursor_y}, 0 = top row of the capture
+    width: int | None = None  # #{pane_width}: wrapped lines are joined in a capture, the cursor row is not
+
+
+@attrs.frozen
+class Observation:
+    state: ScreenState
+    busy: bool
+    draft: bool
+    dialog: bool
+    evidence: tuple[str, ...]
+    prompt: str | None = None  # the composer's content when one was found ("" = empty)
+
+    @property
+    def safe_to_write(self) -> bool:
+        return self.state is ScreenState.IDLE
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "state": self.state.value,
+            "busy": self.busy,
+            "draft": self.draft,
+            "dialog": self.dialog,
+            "safeToWrite": self.safe_to_write,
+            "evidence": list(self.evidence),
+        }
+
+
+@attrs.frozen
+class Composer:
+    """The prompt an engine types into: where it is and what it holds."""
+
+    top: int  # first line index of the composer (its top rule, or the prompt line)
+    bottom: int  # last line index of it (its bottom rule, or the last draft line)
+    text: str  # the draft, whitespace-joined; "" when empty or showing a placeholder
+    evidence: tuple[str, ...]
+    ambiguous: bool = False  # cannot tell placeholder from draft (a capture without colours)
+
+
+# Long pastes fold into one marker: Claude, Codex, Gemini.
+FOLDED = re.compile(
+    r"\[Pasted text #\d+(?: \+\d+ lines?)?\]|\[Pasted Content \d+ chars\]|\[Pasted Text: \d+ lines?\]"
+)
+SHELL_PROMPT = re.compile(r"^\S*[$#%] ?$|^\S*[$#%] \S")
+# Exit summaries the engines print when they quit (the shell prompt usually follows).
+EXIT_MARKERS = re.compile(
+    r"claude --resume|Resume this session with|Total cost:|To continue this session, run codex resume|"
+    r"Token usage: total=|Agent powering down|Interaction Summary|gemini --resume|^Pane is dead"
+)
+QUEUED = re.compile(r"Press up to edit queued messages|queued messages?")
+SELECTOR = re.compile(r"^[\s│]*[\u276f\u203a●>] *1\. +\S")  # a preselected first option
+# Dialog wordings that are the same across engines (trust, API key, generic choices).
+COMMON_DIALOGS = (
+    "Do you want to proceed?",
+    "Do you trust the files in this folder?",
+    "Trust this folder?",
+    "Yes, I trust this folder",
+    "Do you want to use this API key?",
+    "Detected a custom API key",
+    "Bypass Permissions mode",
+    "Yes, I accept",
+    "Would you like to run the following command?",
+    "Would you like to make the following edits?",
+    "Allow execution of",
+    "Apply this change?",
+    "Press enter to confirm or esc to cancel",
+)
+SHELLS = frozenset({"bash", "sh", "zsh", "fish", "dash", "ksh", "tcsh", "csh"})
+
+
+def _clip(text: str, width: int = 160) -> str:
+    flat = re.sub(r"\s{3,}", "  ", text.strip())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def squash(text: str) -> str:
+    """Text with all whitespace removed: how a draft is compared with what was pasted (wrapping differs)."""
+    return "".join(text.split())
+
+
+def is_grey(colour: Colour) -> bool:
+    if isinstance(colour, tuple):
+        r, g, b = colour
+        return r == g == b and 90 <= r <= 200
+    return colour is not None and (colour in (7, 8) or 240 <= colour <= 250)
+
+
+@attrs.frozen
+class Profile:
+    """How one engine's screen reads. The functions get the parsed capture and return evidence lines."""
+
+    name: str
+    composer: Callable[[Capture, PaneInfo | None], Composer | None]
+    busy: Callable[[Capture, Composer | None], list[str]]
+    dialog: Callable[[Capture, Composer | None], list[str]]
+    finished: re.Pattern[str]  # a line that shows a turn ended (for turn_matches)
+    needs_shell_check: bool = True  # a shell prompt where the composer should be means the engine quit
+    loading: re.Pattern[str] | None = None  # a header line that says the engine is still starting
+
+
+def _nonblank(capture: Capture) -> list[int]:
+    return [i for i, line in enumerate(capture.lines) if line.text.strip()]
+
+
+def _rule(text: str, char: str, minimum: int = 20) -> bool:
+    stripped = text.strip()
+    return len(stripped) >= minimum and set(stripped) == {char}
+
+
+def _search(capture: Capture, indexes: Sequence[int], patterns: Sequence[str | re.Pattern[str]]) -> list[str]:
+    found: list[str] = []
+    for i in indexes:
+        text = capture.lines[i].text
+        for pattern in patterns:
+            hit = pattern.search(text) if isinstance(pattern, re.Pattern) else pattern in text
+            if hit:
+                found.append(_clip(text))
+                break
+    return found
+
+
+def _around(capture: Capture, composer: Composer | None, above: int, tail: int = 30) -> list[int]:
+    """Line indexes worth looking at for status and dialogs: a few lines above the composer and everything
+    below it; without a composer, the last `tail` non-blank lines."""
+    if composer is None:
+        return _nonblank(capture)[-tail:]
+    before = range(max(0, composer.top - above), composer.top)
+    return [*before, *range(composer.bottom + 1, len(capture.lines))]
+
+
+def _dialog(extra: Sequence[str], above: int) -> Callable[[Capture, Composer | None], list[str]]:
+    patterns: list[str | re.Pattern[str]] = [*COMMON_DIALOGS, *extra, SELECTOR]
+
+    def find(capture: Capture, composer: Composer | None) -> list[str]:
+        return _search(capture, _around(capture, composer, above), patterns)
+
+    return find
+
+
+# --- Claude Code --------------------------------------------------------------------------------------------
+
+CLAUDE_PROMPT = "\u276f"  # heavy right-pointing angle quotation mark
+_CLAUDE_SPINNER = re.compile(r"^\s*[·✢✳✶✻✽*\u2217] \S.*…")
+_CLAUDE_PLACEHOLDER = re.compile(r'^Try "')
+
+
+def _claude_composer(capture: Capture, pane: PaneInfo | None) -> Composer | None:
+    lines = capture.lines
+    for bottom in range(len(lines) - 1, 0, -1):
+        if not _rule(lines[bottom].text, "─"):
+            continue
+        top = bottom - 1
+        while top >= 0 and not _rule(lines[top].text, "─"):
+            top -= 1
+        if top < 0 or top == bottom - 1:
+            return None
+        first = lines[top + 1]
+        if not first.text.startswith(CLAUDE_PROMPT):
+            return None
+        body = [first.text[1:], *(line.text for line in lines[top + 2 : bottom])]
+        text = " ".join(part.strip(" \xa0") for part in body).strip()
+        if text and _CLAUDE_PLACEHOLDER.match(text) and capture.coloured:
+            styles = first.visible_styles(1)
+            if styles and all(s.dim or is_grey(s.fg) for s in styles):
+                text = ""
+        evidence = (_clip(first.text) if text else f"{CLAUDE_PROMPT} (empty prompt between rules)",)
+        return Composer(top, bottom, text, evidence)
+    return None
+
+
+def _claude_busy(capture: Capture, composer: Composer | None) -> list[str]:
+    return _search(capture, _around(capture, composer, 12, 12), [_CLAUDE_SPINNER, "esc to interrupt", QUEUED])
+
+
+CLAUDE = Profile(
+    name="claude",
+    composer=_claude_composer,
+    busy=_claude_busy,
+    dialog=_dialog(("Quick safety check", "Yes, and always allow", "Enter to confirm"), 2),
+    finished=re.compile(r"^\s*[·✢✳✶✻✽*\u2217] \S+ for \d+[smh]|^●"),
+)
+
+# --- Codex --------------------------------------------------------------------------------------------------
+
+_CODEX_PLACEHOLDERS = (
+    "Ask Codex to do anything",
+    "Explain this codebase",
+    "Summarize recent commits",
+    "Implement {feature}",
+    "Find and fix a bug in @filename",
+    "Write tests for @filename",
+    "Improve documentation in @filename",
+    "Run /review on my current changes",
+    "Use /skills to list available skills",
+)
+CODEX_PROMPT = "\u203a"  # single right-pointing angle quotation mark
+_CODEX_WORKING = re.compile(r"^\s*[•◦·] .*\(.*esc to interrupt\)")
+
+
+def _codex_composer(capture: Capture, pane: PaneInfo | None) -> Composer | None:
+    lines = capture.lines
+    nonblank = _nonblank(capture)
+    for index in range(len(lines) - 1, -1, -1):
+        line = lines[index]
+        if not line.text.startswith(CODEX_PROMPT) or re.match(r"\u203a\s*\d+\.", line.text):
+            continue
+        if line.styles and (line.styles[0].bg is not None or line.styles[0].reverse):
+            return None  # a transcript message (shaded) or a selection: no composer on screen
+        end = index
+        while end + 1 < len(lines) and lines[end + 1].text.strip():
+            end += 1
+        if sum(1 for i in nonblank if i > end) > 4:
+            return None  # that prompt sign belongs to a transcript message, not the composer
+        body = [line.text[1:], *(extra.text for extra in lines[index + 1 : end + 1])]
+        text = " ".join(part.strip() for part in body).strip()
+        ambiguous = False
+        if text and capture.coloured:
+            styles = line.visible_styles(1)
+            if styles and all(s.dim for s in styles) and end == index:
+                text = ""
+        elif text and text in _CODEX_PLACEHOLDERS:
+            ambiguous = True
+        evidence = (_clip(line.text) if text else f"{CODEX_PROMPT} (placeholder, dim)",)
+        return Composer(index, end, text, evidence, ambiguous)
+    return None
+
+
+def _codex_busy(capture: Capture, composer: Composer | None) -> list[str]:
+    found = _search(capture, _around(capture, composer, 10, 12), [_CODEX_WORKING, "esc to interrupt", QUEUED])
+    return [line for line in found if composer is None or "esc to interrupt" in line or "queued" in line]
+
+
+CODEX = Profile(
+    name="codex",
+    composer=_codex_composer,
+    busy=_codex_busy,
+    dialog=_dialog(("Allow Codex to work in this folder", "Approve", "Press enter to continue"), 2),
+    finished=re.compile(r"Worked for \d|^•"),
+    loading=re.compile(r"^\s+loading\s*$"),  # the header shows `loading` where the directory will be
+)
+
+# --- Gemini CLI ---------------------------------------------------------------------------------------------
+
+_GEMINI_PLACEHOLDERS = ("Type your message or @path/to/file", "Type your shell command")
+_GEMINI_SPINNER = re.compile(r"^\s*[\u2800-\u28ff] .*\(esc to cancel")
+
+
+def _gemini_composer(capture: Capture, pane: PaneInfo | None) -> Composer | None:
+    lines = capture.lines
+    nonblank = _nonblank(capture)
+    for bottom in range(len(lines) - 1, 0, -1):
+        if not _rule(lines[bottom].text, "▀"):
+            continue
+        if sum(1 for i in nonblank if i > bottom) > 4:
+            return None  # the last box is a transcript message, not the composer
+        top = bottom - 1
+        while top >= 0 and not _rule(lines[top].text, "▄"):
+            top -= 1
+        if top < 0 or top == bottom - 1:
+            return None
+        first = lines[top + 1]
+        match = re.match(r"^ ([>!*]) ", first.text)
+        if match is None:
+            return None
+        body = [first.text[3:], *(line.text for line in lines[top + 2 : bottom])]
+        text = " ".join(part.strip() for part in body).strip()
+        ambiguous = False
+        if text in _GEMINI_PLACEHOLDERS:
+            styles = first.visible_styles(3)
+            if not capture.coloured:
+                ambiguous = True
+            elif styles and all(s.dim or is_grey(s.fg) for s in styles):
+                text = ""
+        evidence = (_clip(first.text) if text else "> (placeholder, grey)",)
+        return Composer(top, bottom, text, evidence, ambiguous)
+    return None
+
+
+def _gemini_busy(capture: Capture, composer: Composer | None) -> list[str]:
+    return _search(capture, _around(capture, composer, 10, 12), [_GEMINI_SPINNER, QUEUED])
+
+
+GEMINI = Profile(
+    name="gemini",
+    composer=_gemini_composer,
+    busy=_gemini_busy,
+    dialog=_dialog(("Waiting for user confirmation", "Allow once"), 2),
+    finished=re.compile(r"^✦ "),
+)
+
+# --- a generic shell-capable agent (a shell, a REPL, the demo agent) ----------------------------------------
+
+_PROMPT = re.compile(r"^(\S*[$#%>\u276f]) ?(.*)$")
+_QUESTION = re.compile(r"\[y/N\]|\[Y/n\]|\(y/n\)|\(yes/no\)|[Pp]assword[^:]*:\s*$")
+
+
+def _shell_composer(capture: Capture, pane: PaneInfo | None) -> Composer | None:
+    """The prompt on the last line; or, while the shell itself is in the foreground (so nothing runs), the
+    last prompt with the lines of a multi-line draft under it."""
+    nonblank = _nonblank(capture)
+    if not nonblank or _QUESTION.search(capture.lines[nonblank[-1]].text):
+        return None
+    candidates = nonblank[-1:] if pane is None or pane.command not in SHELLS else nonblank[::-1][:30]
+    for index in candidates:
+        match = _PROMPT.match(capture.lines[index].text)
+        if match is None:
+            continue
+        body = [match.group(2), *(capture.lines[i].text for i in nonblank if i > index)]
+        text = " ".join(part.strip() for part in body).strip()
+        return Composer(index, nonblank[-1], text, (_clip(capture.lines[index].text),))
+    return None
+
+
+def _shell_busy(capture: Capture, composer: Composer | None) -> list[str]:
+    nonblank = _nonblank(capture)
+    if composer is None and nonblank and not _QUESTION.search(capture.lines[nonblank[-1]].text):
+        return [f"no prompt on the last line: {_clip(capture.lines[nonblank[-1]].text)}"]
+    return []
+
+
+def _shell_dialog(capture: Capture, composer: Composer | None) -> list[str]:
+    nonblank = _nonblank(capture)
+    if nonblank and _QUESTION.search(capture.lines[nonblank[-1]].text):
+        return [_clip(capture.lines[nonblank[-1]].text)]
+    return []
+
+
+SHELL = Profile(
+    name="shell",
+    composer=_shell_composer,
+    busy=_shell_busy,
+    dialog=_shell_dialog,
+    finished=_PROMPT,
+    needs_shell_check=False,
+)
+
+PROFILES: dict[str, Profile] = {p.name: p for p in (CLAUDE, CODEX, GEMINI, SHELL)}
+ENGINES = tuple(PROFILES)
+
+# --- the decision -------------------------------------------------------------------------------------------
+
+
+def profile_for(engine: str) -> Profile:
+    try:
+        return PROFILES[engine]
+    except KeyError:
+        raise ValueError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}") from None
+
+
+def classify(engine: str, raw: str, pane: PaneInfo | None = None) -> Observation:
+    """Classify one capture of `engine`'s pane (colour codes included, as `capture-pane -e` gives them)."""
+    return classify_capture(profile_for(engine), parse_capture(raw), pane)
+
+
+def classify_capture(profile: Profile, capture: Capture, pane: PaneInfo | None = None) -> Observation:
+    if pane is not None and pane.dead:
+        return Observation(ScreenState.OFFLINE, False, False, False, ("the pane is dead",))
+    composer = profile.composer(capture, pane)
+    cursor = None if pane is None else pane.cursor_y
+    if (
+        profile is SHELL
+        and composer is not None
+        and cursor is not None
+        and cursor > _row(capture, composer, pane)
+    ):
+        evidence = ("the cursor is below the last prompt: a command runs",)
+        return Observation(ScreenState.BUSY, True, False, False, evidence)
+    quit_ = _search(capture, _around(capture, composer, 0, 20), [EXIT_MARKERS])
+    if quit_:  # an exit summary under the last prompt: the engine is gone even if its prompt still shows
+        return Observation(ScreenState.OFFLINE, False, False, False, tuple(quit_))
+    if profile.loading is not None:
+        loading = _search(capture, range(min(6, len(capture.lines))), [profile.loading])
+        if loading:
+            return Observation(ScreenState.STARTING, False, False, False, (f"still loading: {loading[0]}",))
+    dialog = profile.dialog(capture, composer)
+    busy = profile.busy(capture, composer)
+    draft = composer is not None and bool(composer.text) and not composer.ambiguous
+    prompt = None if composer is None else composer.text
+    if composer is None and not dialog and not busy:
+        offline = _offline(profile, capture, pane)
+        if offline:
+            return Observation(ScreenState.OFFLINE, False, False, False, tuple(offline))
+    if dialog:
+        return Observation(ScreenState.DIALOG, bool(busy), draft, True, tuple(dialog), prompt)
+    if busy:
+        shown = (*busy, *(composer.evidence if draft and composer else ()))
+        return Observation(ScreenState.BUSY, True, draft, False, shown, prompt)
+    if composer is None:
+        unknown = ("no prompt found: not ready, or a screen this profile does not know",)
+        return Observation(ScreenState.STARTING, False, False, False, unknown)
+    if composer.ambiguous:
+        unsure = (*composer.evidence, "no colours in the capture: placeholder or draft?")
+        return Observation(ScreenState.STARTING, False, False, False, unsure, prompt)
+    if draft:
+        return Observation(ScreenState.DRAFT, False, True, False, composer.evidence, prompt)
+    return Observation(ScreenState.IDLE, False, False, False, composer.evidence, prompt)
+
+
+def _row(capture: Capture, composer: Composer, pane: PaneInfo | None) -> int:
+    """The screen row on which the composer ends (a joined line spans several rows of the pane's width)."""
+    width = pane.width if pane is not None and pane.width else 0
+    if not width:
+        return composer.bottom
+    rows = 0
+    for line in capture.lines[: composer.bottom + 1]:
+        columns = sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in line.text.rstrip())
+        rows += max(1, -(-columns // width))
+    return rows - 1
+
+
+def _offline(profile: Profile, capture: Capture, pane: PaneInfo | None) -> list[str]:
+    found: list[str] = []
+    if profile.needs_shell_check:
+        nonblank = _nonblank(capture)
+        if nonblank and SHELL_PROMPT.search(capture.lines[nonblank[-1]].text):
+            found.append(f"a shell prompt where the engine was: {_clip(capture.lines[nonblank[-1]].text)}")
+        if pane is not None and pane.command in SHELLS:
+            found.append(f"the pane runs {pane.command}")
+    return found
+
+
+# --- recognising our own text -------------------------------------------------------------------------------
+
+
+def draft_is(observation: Observation, text: str) -> bool:
+    """Whether the prompt holds exactly `text` (as typed, wrapped, or folded into one paste marker)."""
+    prompt = observation.prompt
+    if not prompt:
+        return False
+    if FOLDED.fullmatch(prompt.strip()):
+        return True
+    return squash(prompt) == squash(text)
+
+
+def needle(text: str) -> str:
+    """What identifies a written notice on screen: the start of its first line, whitespace collapsed."""
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    return " ".join(first.split())[:40]
+
+
+def turn_shows(engine: str, raw: str, text: str) -> bool:
+    """Whether the capture shows a turn on `text`: its first line (or a paste marker) in the transcript above
+    the composer, followed by a running turn, a dialog, or a finished-turn marker."""
+    profile = profile_for(engine)
+    capture = parse_capture(raw)
+    composer = profile.composer(capture, None)
+    limit = composer.top if composer is not None else len(capture.lines)
+    key = needle(text)
+    if not key:
+        return False
+    hits = [
+        i
+        for i in range(limit)
+        if key in " ".join(capture.lines[i].text.split()) or FOLDED.search(capture.lines[i].text)
+    ]
+    if not hits:
+        return False
+    observation = classify_capture(profile, capture)
+    if observation.state in (ScreenState.BUSY, ScreenState.DIALOG):
+        return True
+    after = capture.texts[hits[-1] + 1 : len(capture.lines)]
+    return any(profile.finished.search(line) for line in after) or (profile is SHELL and composer is not None)

@@ -1,0 +1,758 @@
+# Teams across machines: the `team` and `team_delivery` RPCs of team.v1 carried sealed through the relay.
+# A `RemoteNode` runs beside a machine's daemon. It keeps one relay connection (reconnecting with backoff),
+# seals every frame per peer (seal.py), and plays three parts:
+#
+# - owner: `destination(machine)` is the TeamDelivery of a paired machine. Its requests (the desk's own
+#   commands) go into that peer's ordered outbox, which a worker hands over one at a time, retrying with the
+#   same request id until the destination answers. Losing a reply never
+#   cancels or resends work: the destination deduplicates by request id (and by notice id), so a retry is
+#   harmless. A peer that is offline or unpaired shows as `queued` with reason `offline`/`unpaired`.
+# - destination: requests from a team's owner reach the local TeamDelivery; its reports about remote-owned
+#   teams travel back to the owner through the same kind of outbox. The destination owns its receipts.
+# - gateway: a member's CLI on this machine (`--machine MACHINE_ID`) sends its ordinary `team` frame to a
+#   loopback gateway, which forwards it sealed to the owning machine and returns the owner's `team_result`.
+#   A frame arriving from a peer never carries owner authority (its ownerToken is dropped).
+#
+# Sealed message bodies (JSON inside a sealed frame):
+#   {"k":"req","id":RID,"ch":"team","frame":TEXT}                     -> {"k":"res","id":RID,"frame":TEXT}
+#   {"k":"req","id":RID,"ch":"delivery","command":DESK_COMMAND}        -> {"k":"res","id":RID,"result":true}
+#   {"k":"req","id":RID,"ch":"status","teamId":T,"noticeIds":[...]}   -> {"k":"res","id":RID,"result":[...]}
+#   {"k":"req","id":RID,"ch":"report","report":{teamId,noticeId,state,reason}}
+#   any request may be answered {"k":"res","id":RID,"error":CODE,"detail":TEXT}
+# Blobs whose first byte is 0x02 carry no secret: "I have no pairing with you" (`unpaired`).
+from __future__ import annotations
+
+import collections
+import contextlib
+import hmac
+import json
+import os
+import secrets
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+import attrs
+import trio
+from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest, serve_websocket
+
+from harness.core import delivery as d
+from harness.core.codec import desk_command_from_json, desk_command_to_json
+from harness.core.effects import parse_notice_id
+from harness.core.errors import Rejected
+from harness.io import home as homes
+from harness.io import pairing
+from harness.io.client import Client, Unreachable
+from harness.io.relay import (
+    DROPPED,
+    OFFLINE,
+    Frame,
+    RelayClient,
+    RelayError,
+    connect_relay,
+)
+from harness.io.relay import Notice as RelayNotice
+from harness.io.rpc import BAD_REQUEST, UNAUTHORIZED, error_frame
+from harness.io.seal import SEALED, ReceiveSession, SealError, SendSession
+from harness.io.team_delivery import DeliveryReport, OwnerRequest, Reporter, TeamDelivery
+from harness.io.team_delivery import request as delivery_request
+
+UNPAIRED: Final = "unpaired"
+UNCERTAIN: Final = "uncertain"
+UNPAIRED_BLOB: Final = b"\x02"
+GATEWAY_FILE: Final = "gateway.json"
+ROUTES_FILE: Final = "routes.json"
+HOST: Final = "127.0.0.1"
+DONE_CACHE: Final = 4096  # answered request ids remembered per node, so retries are answered, not redone
+INBOUND_LIMIT: Final = 64  # requests from peers served at once; more are refused (`busy`), never queued
+OUTBOX_LIMIT: Final = 10_000  # items waiting for one peer
+DEFAULT_REQUEST_TIMEOUT: Final = 30.0
+REMOTE_WAIT_MARGIN: Final = 15.0  # beyond a `wait` request's own seconds
+
+TeamHandler = Callable[[str], Awaitable[str | None]]
+
+
+class RemoteUnavailable(Exception):
+    """The request certainly did not reach the peer: `code` is offline, unpaired, dropped or too_large."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(f"{code}: {detail}")
+        self.code = code
+        self.detail = detail
+
+
+class RemoteUncertain(Exception):
+    """The request went out but no answer came back: retry with the same request (operation) id."""
+
+
+class RemoteRefused(Exception):
+    """The peer answered with an error."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(f"{code}: {detail}")
+        self.code = code
+        self.detail = detail
+
+
+@attrs.define(eq=False)
+class _Waiter:
+    address: str
+    done: trio.Event = attrs.Factory(trio.Event)
+    response: dict[str, Any] | None = None
+    failure: str | None = None  # a relay notice kind, or UNCERTAIN when the relay went away
+
+
+@attrs.define(eq=False)
+class _Item:
+    request_id: str
+    body: dict[str, Any]
+    notice: d.Submit | None = None  # the owner reports `queued` for it while the peer is unreachable
+
+
+@attrs.define(eq=False)
+class _Outbox:
+    items: collections.deque[_Item] = attrs.Factory(collections.deque)
+    wake: trio.Event = attrs.Factory(trio.Event)
+
+
+def _report_json(report: DeliveryReport) -> dict[str, Any]:
+    return {
+        "teamId": report.team_id,
+        "noticeId": report.notice_id,
+        "state": report.state,
+        "reason": report.reason,
+    }
+
+
+def _report_from_json(data: dict[str, Any]) -> DeliveryReport:
+    reason = data.get("reason")
+    return DeliveryReport(
+        str(data["teamId"]),
+        str(data["noticeId"]),
+        str(data["state"]),
+        None if reason is None else str(reason),
+    )
+
+
+class RemoteNode:
+    """One machine's presence on the relay. `await nursery.start(node.run, team_handler)`."""
+
+    def __init__(
+        self,
+        home: Path,
+        *,
+        relay_url: str | None = None,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        retry_min: float = 0.2,
+        retry_max: float = 5.0,
+        seal_block: int | None = None,
+        rekey_at: int | None = None,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.home = home
+        self.identity = pairing.identity(home)
+        self.machine_id = homes.machine_id(home)
+        self.relay_url = relay_url
+        self.request_timeout = request_timeout
+        self.retry_min = retry_min
+        self.retry_max = retry_max
+        self.gateway_port = 0
+        self.stats: collections.Counter[str] = collections.Counter()
+        self.local_delivery: TeamDelivery | None = None  # this machine's desk, for requests from owners
+        self.report_local: Reporter | None = None  # this machine's ledger, for reports from destinations
+        self._seal_options: dict[str, int] = {}
+        if seal_block is not None:
+            self._seal_options["block"] = seal_block
+        if rekey_at is not None:
+            self._seal_options["rekey_at"] = rekey_at
+        self._log = log or (lambda line: print(f"harness remote: {line}", file=sys.stderr, flush=True))
+        self._token = homes.owner_token(home)
+        self._handle_team: TeamHandler | None = None
+        self._client: RelayClient | None = None
+        self._connected = trio.Event()
+        self._peers: dict[str, pairing.Peer] = {}
+        self._peers_stamp: int | None = -1
+        self._send: dict[str, SendSession] = {}
+        self._receive: dict[str, ReceiveSession] = {}
+        self._waiting: dict[str, _Waiter] = {}
+        self._done: collections.OrderedDict[tuple[str, str], dict[str, Any]] = collections.OrderedDict()
+        self._running: dict[tuple[str, str], trio.Event] = {}
+        self._inbound = 0
+        self._outboxes: dict[str, _Outbox] = {}
+        # Remembered across restarts: the owner of each remote team whose notices this desk holds (reports
+        # go back there) and, for teams owned here, the machines that hold their notices (fan-out).
+        self._owners, self._holders = self._read_routes()
+        self._nursery: trio.Nursery | None = None
+
+    # --- peers and sessions --------------------------------------------------------------------------------
+
+    def _reload_peers(self) -> None:
+        path = pairing.remote_dir(self.home) / pairing.PEERS_FILE
+        try:
+            stamp: int | None = path.stat().st_mtime_ns
+        except FileNotFoundError:
+            stamp = None
+        if stamp != self._peers_stamp:
+            self._peers_stamp = stamp
+            self._peers = pairing.peers(self.home)
+            for address in [a for a in self._send if a not in {p.address for p in self._peers.values()}]:
+                del self._send[address]  # unpaired (or paired again): its sessions start from the files
+                self._receive.pop(address, None)
+
+    def peer(self, ref: str) -> pairing.Peer | None:
+        """A paired machine by machine id or relay address (re-reading peers.json when it changed)."""
+        self._reload_peers()
+        return self._peers.get(ref) or next((p for p in self._peers.values() if p.address == ref), None)
+
+    def _sender(self, peer: pairing.Peer) -> SendSession:
+        session = self._send.get(peer.address)
+        if session is None:
+            path = pairing.seal_paths(self.home, peer.address)[0]
+            session = SendSession(path, self.identity, peer.public_key, **self._seal_options)
+            self._send[peer.address] = session
+        return session
+
+    def _receiver(self, peer: pairing.Peer) -> ReceiveSession:
+        session = self._receive.get(peer.address)
+        if session is None:
+            path = pairing.seal_paths(self.home, peer.address)[1]
+            session = ReceiveSession(path, self.identity, peer.public_key)
+            self._receive[peer.address] = session
+        return session
+
+    def _read_routes(self) -> tuple[dict[str, str], dict[str, list[str]]]:
+        try:
+            data = json.loads((pairing.remote_dir(self.home) / ROUTES_FILE).read_text())
+        except FileNotFoundError:
+            return {}, {}
+        return dict(data["owners"]), {team: list(machines) for team, machines in data["holders"].items()}
+
+    def _save_routes(self) -> None:
+        routes = {"owners": self._owners, "holders": self._holders}
+        homes.write_private_json(pairing.remote_dir(self.home) / ROUTES_FILE, routes)
+
+    def _learn_owner(self, team_id: str, owner: str) -> None:
+        if self._owners.get(team_id) != owner:
+            self._owners[team_id] = owner
+            self._save_routes()
+
+    def _learn_holder(self, team_id: str, machine: str) -> None:
+        holders = self._holders.setdefault(team_id, [])
+        if machine not in holders:
+            holders.append(machine)
+            self._save_routes()
+
+    # --- running -------------------------------------------------------------------------------------------
+
+    async def run(
+        self,
+        handle_team: TeamHandler | None = None,
+        *,
+        task_status: trio.TaskStatus[RemoteNode] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Serve until cancelled: the relay connection, the CLI gateway, the outbox workers."""
+        self._handle_team = handle_team
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                server = await nursery.start(
+                    partial(serve_websocket, self._gateway, HOST, 0, None, max_message_size=4 << 20)
+                )
+                self.gateway_port = server.port
+                homes.write_private_json(
+                    pairing.remote_dir(self.home) / GATEWAY_FILE,
+                    {"port": self.gateway_port, "pid": os.getpid()},
+                )
+                for machine, outbox in self._outboxes.items():
+                    nursery.start_soon(self._outbox_worker, machine, outbox)
+                nursery.start_soon(self._relay_loop)
+                task_status.started(self)
+        finally:
+            self._nursery = None
+            with contextlib.suppress(FileNotFoundError):
+                (pairing.remote_dir(self.home) / GATEWAY_FILE).unlink()
+
+    def stop(self) -> None:
+        """Leave the relay and stop serving; `run` returns."""
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
+
+    async def wait_connected(self) -> None:
+        await self._connected.wait()
+
+    async def _relay_loop(self) -> None:
+        delay = self.retry_min
+        while True:
+            url = self.relay_url or pairing.relay_url(self.home)
+            if url is None:
+                await trio.sleep(self.retry_max)
+                continue
+            try:
+                async with connect_relay(url, self.identity) as client:
+                    self._client = client
+                    self._connected.set()
+                    delay = self.retry_min
+                    self.stats["relay_connects"] += 1
+                    await self._receive_loop(client)
+            except RelayError as error:
+                self.stats["relay_errors"] += 1
+                self._log(f"relay {url}: {error}")
+            finally:
+                self._client = None
+                self._connected = trio.Event()
+                for waiter in self._waiting.values():
+                    if not waiter.done.is_set():
+                        waiter.failure = UNCERTAIN
+                        waiter.done.set()
+            await trio.sleep(delay)
+            delay = min(delay * 2, self.retry_max)
+
+    async def _receive_loop(self, client: RelayClient) -> None:
+        assert self._nursery is not None
+        while True:
+            event = await client.receive()
+            if isinstance(event, RelayNotice):
+                self._on_notice(event)
+                continue
+            kind = event.blob[:1]
+            if kind == bytes([pairing.PAIR_REQUEST]):
+                await self._on_pair_request(client, event)
+            elif kind == UNPAIRED_BLOB:
+                self._fail_address(event.sender, UNPAIRED)
+            elif kind == bytes([SEALED]):
+                await self._on_sealed(client, event)
+
+    def _on_notice(self, notice: RelayNotice) -> None:
+        self.stats[f"notice_{notice.kind}"] += 1
+        if notice.ref is not None:
+            waiter = self._waiting.get(notice.ref)
+            if waiter is not None and not waiter.done.is_set():
+                waiter.failure = notice.kind
+                waiter.done.set()
+        elif notice.to is not None and notice.kind == OFFLINE:
+            self._fail_address(notice.to, OFFLINE)
+
+    def _fail_address(self, address: str, kind: str) -> None:
+        for waiter in self._waiting.values():
+            if waiter.address == address and not waiter.done.is_set():
+                waiter.failure = kind
+                waiter.done.set()
+
+    async def _on_pair_request(self, client: RelayClient, frame: Frame) -> None:
+        try:
+            reply, peer = pairing.answer_request(self.home, self.identity, frame.blob)
+        except pairing.PairingError as error:
+            self.stats["pairing_refused"] += 1
+            self._log(f"pairing request refused: {error}")
+            return
+        if peer is not None:
+            self._log(f"paired with machine {peer.machine_id} ({peer.address})")
+        await client.send(frame.sender, reply)
+
+    async def _on_sealed(self, client: RelayClient, frame: Frame) -> None:
+        peer = self.peer(frame.sender)
+        if peer is None:
+            self.stats["unpaired_frames"] += 1
+            await client.send(frame.sender, UNPAIRED_BLOB)
+            return
+        try:
+            message = json.loads(self._receiver(peer).open(frame.blob))
+        except SealError as error:
+            self.stats[f"refused_{error.reason}"] += 1
+            return
+        except ValueError:
+            self.stats["refused_malformed"] += 1
+            return
+        if not isinstance(message, dict):
+            return
+        if message.get("k") == "res":
+            waiter = self._waiting.get(str(message.get("id")))
+            if waiter is not None and waiter.address == peer.address and not waiter.done.is_set():
+                waiter.response = message
+                waiter.done.set()
+        elif message.get("k") == "req" and isinstance(message.get("id"), str):
+            assert self._nursery is not None
+            if self._inbound >= INBOUND_LIMIT:
+                await self._respond(
+                    peer, {"k": "res", "id": message["id"], "error": "busy", "detail": "retry"}
+                )
+                return
+            self._inbound += 1
+            self._nursery.start_soon(self._serve_request, peer, message)
+
+    # --- requests out --------------------------------------------------------------------------------------
+
+    async def _seal_and_send(self, peer: pairing.Peer, body: dict[str, Any], ref: str | None = None) -> None:
+        client = self._client
+        if client is None:
+            raise RemoteUnavailable(OFFLINE, "this machine is not connected to its relay")
+        blob = self._sender(peer).seal(json.dumps(body, separators=(",", ":")).encode())
+        await client.send(peer.address, blob, ref)
+
+    async def request(
+        self,
+        machine: str,
+        body: dict[str, Any],
+        *,
+        request_id: str | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Send one request to a paired machine and return its response body (`result`, `frame`).
+
+        Raises RemoteUnavailable (certainly not delivered), RemoteUncertain (maybe delivered: retry with the
+        same `request_id`) or RemoteRefused (the peer answered with an error)."""
+        peer = self.peer(machine)
+        if peer is None:
+            raise RemoteUnavailable(UNPAIRED, f"machine {machine} is not paired with this one (harness pair)")
+        rid = request_id or secrets.token_hex(12)
+        waiter = _Waiter(peer.address)
+        self._waiting[rid] = waiter
+        try:
+            try:
+                await self._seal_and_send(peer, {"k": "req", "id": rid, **body}, rid)
+            except RelayError as error:
+                raise RemoteUnavailable(OFFLINE, str(error)) from None
+            with trio.move_on_after(self.request_timeout if timeout is None else timeout):
+                await waiter.done.wait()
+        finally:
+            del self._waiting[rid]
+        if waiter.response is not None:
+            if "error" in waiter.response:
+                raise RemoteRefused(str(waiter.response["error"]), str(waiter.response.get("detail", "")))
+            return waiter.response
+        if waiter.failure is None or waiter.failure == UNCERTAIN:
+            raise RemoteUncertain(f"no answer from machine {peer.machine_id}; retry with the same id")
+        detail = {
+            OFFLINE: f"machine {peer.machine_id} is not connected to the relay",
+            UNPAIRED: f"machine {peer.machine_id} has no pairing with this one; pair them again",
+            DROPPED: f"machine {peer.machine_id} is not keeping up; the relay dropped the request",
+        }.get(waiter.failure, f"the relay refused the request ({waiter.failure})")
+        raise RemoteUnavailable(waiter.failure, detail)
+
+    def enqueue(self, machine: str, body: dict[str, Any], notice: d.Submit | None = None) -> None:
+        """Hand `body` to `machine` in order, retried until it answers (never blocks the caller)."""
+        outbox = self._outboxes.get(machine)
+        if outbox is None:
+            outbox = self._outboxes[machine] = _Outbox()
+            if self._nursery is not None:
+                self._nursery.start_soon(self._outbox_worker, machine, outbox)
+        if len(outbox.items) >= OUTBOX_LIMIT:
+            self.stats["outbox_overflow"] += 1
+            self._log(f"outbox for machine {machine} is full; dropped a {body.get('op') or body.get('ch')}")
+            return
+        outbox.items.append(_Item(secrets.token_hex(12), body, notice))
+        outbox.wake.set()
+
+    async def _outbox_worker(self, machine: str, outbox: _Outbox) -> None:
+        while True:
+            if not outbox.items:
+                outbox.wake = trio.Event()
+                await outbox.wake.wait()
+                continue
+            item = outbox.items[0]
+            delay = self.retry_min
+            reported = uncertain = False
+            while True:
+                try:
+                    await self.request(machine, item.body, request_id=item.request_id)
+                    break
+                except RemoteRefused as error:
+                    self.stats["outbox_refused"] += 1
+                    self._log(
+                        f"machine {machine} refused {item.body.get('op') or item.body.get('ch')}: {error}"
+                    )
+                    break
+                except RemoteUnavailable as error:
+                    # Certainly not handed over: say so once in the owner's view, unless an earlier attempt
+                    # may have reached the destination (whose own report then wins).
+                    if (
+                        not (reported or uncertain)
+                        and item.notice is not None
+                        and self.report_local is not None
+                    ):
+                        notice = item.notice
+                        await self.report_local(
+                            DeliveryReport(notice.team_id, notice.notice_id, "queued", error.code)
+                        )
+                        reported = True
+                except RemoteUncertain:
+                    uncertain = True
+                await trio.sleep(delay)
+                delay = min(delay * 2, self.retry_max)
+            outbox.items.popleft()
+
+    # --- requests in ---------------------------------------------------------------------------------------
+
+    async def _respond(self, peer: pairing.Peer, body: dict[str, Any]) -> None:
+        with contextlib.suppress(RemoteUnavailable, RelayError):
+            await self._seal_and_send(peer, body)
+
+    async def _serve_request(self, peer: pairing.Peer, message: dict[str, Any]) -> None:
+        key = (peer.machine_id, str(message["id"]))
+        try:
+            response = self._done.get(key)
+            if response is None and key in self._running:
+                await self._running[key].wait()  # a retry of a request still being served
+                response = self._done.get(key)
+            if response is None:
+                self._running[key] = trio.Event()
+                try:
+                    response = await self._execute(peer, message)
+                finally:
+                    self._running.pop(key).set()
+                self._done[key] = response
+                while len(self._done) > DONE_CACHE:
+                    self._done.popitem(last=False)
+            await self._respond(peer, {"k": "res", "id": key[1], **response})
+        finally:
+            self._inbound -= 1
+
+    async def _execute(self, peer: pairing.Peer, message: dict[str, Any]) -> dict[str, Any]:
+        try:
+            channel = message.get("ch")
+            if channel == "team":
+                return await self._execute_team(message["frame"])
+            if channel == "delivery":
+                return await self._execute_delivery(peer, message["command"])
+            if channel == "status":
+                return await self._execute_status(peer, str(message["teamId"]), message["noticeIds"])
+            if channel == "report":
+                if self.report_local is None:
+                    return {"error": OFFLINE, "detail": "this machine owns no ledger"}
+                await self.report_local(_report_from_json(message["report"]))
+                return {"result": True}
+            return {"error": BAD_REQUEST, "detail": f"unknown channel {channel!r}"}
+        except (KeyError, ValueError, TypeError) as error:
+            return {"error": BAD_REQUEST, "detail": f"malformed request ({error!r})"}
+
+    async def _execute_team(self, text: str) -> dict[str, Any]:
+        frame = json.loads(text)
+        if not isinstance(frame, dict):
+            raise ValueError("a team frame is one JSON object")
+        frame.pop("ownerToken", None)  # owner authority never crosses machines
+        request_id = frame.get("requestId") if isinstance(frame.get("requestId"), str) else None
+        if frame.get("action") == "subscribe":
+            return {"frame": error_frame(request_id, BAD_REQUEST, "subscribe is not carried over the relay")}
+        if self._handle_team is None:
+            return {
+                "frame": error_frame(request_id, OFFLINE, "this machine owns no teams (no daemon attached)")
+            }
+        reply = await self._handle_team(json.dumps(frame, ensure_ascii=False))
+        return {"frame": reply}
+
+    async def _execute_delivery(self, peer: pairing.Peer, data: object) -> dict[str, Any]:
+        local = self.local_delivery
+        if local is None:
+            return {"error": OFFLINE, "detail": "this machine has no delivery desk attached"}
+        command = desk_command_from_json(data)
+        if isinstance(command, Rejected):
+            return {"error": BAD_REQUEST, "detail": command.detail}
+        if not isinstance(command, OwnerRequest):
+            return {"error": BAD_REQUEST, "detail": "only an owner's requests travel to a desk"}
+        if isinstance(command, d.Submit):
+            if command.machine_id != self.machine_id:
+                return {"error": BAD_REQUEST, "detail": f"that notice is not for machine {self.machine_id}"}
+            self._learn_owner(command.team_id, peer.machine_id)
+        else:
+            foreign = [t for t in request_teams(command) if self._owners.get(t) != peer.machine_id]
+            if foreign:
+                detail = f"machine {peer.machine_id} sent no notices of team {foreign[0]} here"
+                return {"error": "not_found", "detail": detail}
+        await delivery_request(local, command)
+        return {"result": True}
+
+    async def _execute_status(self, peer: pairing.Peer, team_id: str, notice_ids: object) -> dict[str, Any]:
+        if self.local_delivery is None or self._owners.get(team_id) != peer.machine_id:
+            return {"error": "not_found", "detail": f"no notices of team {team_id} from that machine here"}
+        if not isinstance(notice_ids, list):
+            raise TypeError("noticeIds must be a list")
+        reports = await self.local_delivery.status(team_id, [str(n) for n in notice_ids])
+        return {"result": [_report_json(r) for r in reports]}
+
+    async def route_report(self, report: DeliveryReport) -> None:
+        """The local desk's reporter: reports about a remote-owned team go back to its owner."""
+        owner = self._owners.get(report.team_id)
+        if owner is not None and owner != self.machine_id:
+            self.enqueue(owner, {"ch": "report", "report": _report_json(report)})
+        elif self.report_local is not None:
+            await self.report_local(report)
+
+    def destination(self, machine: str) -> TeamDelivery | None:
+        """The `team_delivery` of a paired machine, for the owner's delivery worker; None when unpaired."""
+        return None if self.peer(machine) is None else PeerDelivery(self, machine)
+
+    async def fan_out(self, command: OwnerRequest) -> None:
+        """A team-wide request (hold, release, withdraw, reads) also goes to every paired machine that holds
+        notices of its team. The owner sends it to its own desk as before."""
+        for team_id in request_teams(command):
+            for machine in self._holders.get(team_id, ()):
+                self.enqueue(machine, {"ch": "delivery", "command": desk_command_to_json(command)})
+
+    # --- the CLI gateway -----------------------------------------------------------------------------------
+
+    async def _gateway(self, request: WebSocketRequest) -> None:
+        ws = await request.accept()
+        async with trio.open_nursery() as nursery:
+            try:
+                while True:
+                    message = await ws.get_message()
+                    nursery.start_soon(self._gateway_request, ws, message)
+            except ConnectionClosed:
+                nursery.cancel_scope.cancel()
+
+    async def _gateway_request(self, ws: WebSocketConnection, message: str | bytes) -> None:
+        try:
+            frame = json.loads(message)
+            if not isinstance(frame, dict):
+                raise ValueError("not an object")
+        except ValueError:
+            await ws.send_message(error_frame(None, BAD_REQUEST, "a frame is one JSON object"))
+            return
+        request_id = frame.get("requestId") if isinstance(frame.get("requestId"), str) else None
+        token = frame.pop("ownerToken", None)
+        machine = frame.pop("machineId", None)
+        if not isinstance(token, str) or not hmac.compare_digest(token.encode(), self._token.encode()):
+            await ws.send_message(error_frame(request_id, UNAUTHORIZED, "the gateway serves this user only"))
+            return
+        if not isinstance(machine, str):
+            await ws.send_message(error_frame(request_id, BAD_REQUEST, "name the owning machine: machineId"))
+            return
+        seconds = frame.get("seconds")
+        timeout = self.request_timeout
+        if frame.get("action") == "wait" and isinstance(seconds, int | float):
+            timeout = max(timeout, float(seconds) + REMOTE_WAIT_MARGIN)
+        text = json.dumps(frame, ensure_ascii=False)
+        try:
+            response = await self.request(machine, {"ch": "team", "frame": text}, timeout=timeout)
+            reply = str(response["frame"])
+        except RemoteUnavailable as error:
+            reply = error_frame(request_id, error.code, error.detail)
+        except RemoteRefused as error:
+            reply = error_frame(request_id, error.code, error.detail)
+        except RemoteUncertain as error:
+            # No answer is the honest answer: the client reports an uncertain outcome (exit 4).
+            await ws.aclose(1011, f"uncertain: {error}"[:120])
+            return
+        with contextlib.suppress(ConnectionClosed):
+            await ws.send_message(reply)
+
+
+def request_teams(command: OwnerRequest) -> list[str]:
+    """The teams an owner request concerns (read from its notice ids where it names no team)."""
+    if isinstance(command, d.Withdraw | d.AnswerRetrieved):
+        ids: tuple[str, ...] = (command.notice_id,)
+    elif isinstance(command, d.InboxRead):
+        ids = command.notice_ids
+    else:
+        return [command.team_id]
+    return sorted({parsed[0] for n in ids if (parsed := parse_notice_id(n)) is not None})
+
+
+class PeerDelivery:
+    """`team_delivery` to one paired machine: requests are handed over in order through its outbox."""
+
+    def __init__(self, node: RemoteNode, machine: str) -> None:
+        self.node = node
+        self.machine = machine
+
+    def _send(self, command: OwnerRequest) -> None:
+        notice = command if isinstance(command, d.Submit) else None
+        self.node.enqueue(self.machine, {"ch": "delivery", "command": desk_command_to_json(command)}, notice)
+
+    async def submit(self, command: d.Submit) -> None:
+        self.node._learn_holder(command.team_id, self.machine)
+        self._send(command)
+
+    async def status(self, team_id: str, notice_ids: Sequence[str]) -> list[DeliveryReport]:
+        """What the destination reports now; empty when it cannot be asked (offline, unpaired, no answer)."""
+        body = {"ch": "status", "teamId": team_id, "noticeIds": list(notice_ids)}
+        try:
+            response = await self.node.request(self.machine, body)
+        except (RemoteUnavailable, RemoteUncertain, RemoteRefused):
+            return []
+        return [_report_from_json(r) for r in response.get("result") or ()]
+
+    async def hold(self, command: d.Hold) -> None:
+        self._send(command)
+
+    async def release(self, command: d.Release) -> None:
+        self._send(command)
+
+    async def cancel(self, command: d.Withdraw | d.WithdrawMember | d.WithdrawTeam) -> None:
+        self._send(command)
+
+    async def consume(self, command: d.InboxRead | d.AnswerRetrieved) -> None:
+        self._send(command)
+
+
+# --- integration and the CLI side -------------------------------------------------------------------------
+
+
+class RemoteHost(Protocol):
+    """What a daemon offers the remote layer."""
+
+    home: Path
+
+    @property
+    def desk(self) -> TeamDelivery | None:
+        """This machine's delivery desk (requests from remote owners go there)."""
+
+    async def report(self, report: DeliveryReport) -> None:
+        """Record a destination's report in the owner ledger (the daemon's RecordDelivery path)."""
+
+    async def answer_frame(self, message: str) -> str | None:
+        """Answer one `team` frame as a local connection would (None for subscribe)."""
+
+
+async def attach_remote(
+    host: RemoteHost, node: RemoteNode, *, task_status: trio.TaskStatus[RemoteNode] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Run `node` for `host` until cancelled; start it in the daemon's nursery once the desk is open."""
+    node.local_delivery = host.desk
+    node.report_local = host.report
+    await node.run(host.answer_frame, task_status=task_status)
+
+
+def gateway_port(home: Path) -> int:
+    """The port of the running daemon's remote gateway; Unreachable when none runs."""
+    try:
+        info = json.loads((home / pairing.REMOTE_DIR / GATEWAY_FILE).read_text())
+    except (FileNotFoundError, ValueError):
+        info = None
+    if (
+        not isinstance(info, dict)
+        or not isinstance(info.get("port"), int)
+        or not isinstance(info.get("pid"), int)
+    ):
+        raise Unreachable(f"no remote gateway runs for {home}; start the daemon with the relay attached")
+    if not homes.pid_alive(info["pid"]):
+        raise Unreachable(f"the remote gateway recorded in {home} (pid {info['pid']}) is not running")
+    return int(info["port"])
+
+
+def call_remote(
+    home: Path,
+    machine: str,
+    action: str,
+    *,
+    team_id: str | None = None,
+    member_key: str | None = None,
+    fields: dict[str, Any] | None = None,
+    operation_id: str | None = None,
+    timeout: float = DEFAULT_REQUEST_TIMEOUT + REMOTE_WAIT_MARGIN,
+) -> Any:
+    """`team` RPC to a team owned by paired machine `machine`, through this machine's gateway. Blocking;
+    raises the client's errors (RemoteError with `offline`/`unpaired`, Uncertain, Unreachable)."""
+    token = homes.read_owner_token(home)
+    with Client(gateway_port(home)) as client:
+        return client.request(
+            action,
+            team_id=team_id,
+            member_key=member_key,
+            owner_token=token,
+            fields={**(fields or {}), "machineId": machine},
+            operation_id=operation_id,
+            timeout=timeout,
+        )

@@ -1,0 +1,492 @@
+# tmux as the terminal substrate, spoken from trio. One long-lived control-mode client per tmux server
+# (`tmux -C attach -f no-output,ignore-size`) carries every command as one line and reads its answer between
+# `%begin`/`%end` (or `%error`): ~0.2 ms a command where a tmux process per command costs milliseconds, which
+# matters when the desk polls many panes. A process per command (`ProcessRunner`) stays for what needs no
+# session yet (creating one) and as the benchmark's baseline.
+#
+# `TmuxTerminals` implements the desk runner's `Terminals` port on top: capture + engine profile = a Screen;
+# a write rechecks idle right before it pastes, pastes once (load-buffer + bracketed paste-buffer), presses
+# Enter once as its own key, and confirms the submit from the screen. It never sends interrupt or cancel keys
+# and never clears, edits or submits a draft that is not exactly its own notice.
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
+
+import attrs
+import trio
+
+from harness.io.agents import AgentRegistry
+from harness.io.profiles import (
+    Observation,
+    PaneInfo,
+    classify,
+    draft_is,
+    needle,
+    parse_capture,
+    squash,
+    turn_shows,
+)
+from harness.io.terminal_port import Screen, ScreenState, WriteOutcome
+
+TMUX = "tmux"
+PANE_FORMAT = "#{pane_id} #{pane_dead} #{pane_pid} #{cursor_y} #{pane_width} #{pane_current_command}"
+HISTORY_LINES = 200  # scrollback looked at when recognising a turn (a long turn scrolls the notice away)
+
+
+class TmuxError(Exception):
+    """tmux answered with an error (the command did not run), or could not be reached at all."""
+
+
+class TmuxLost(TmuxError):
+    """The connection to tmux broke after the command was sent: it may or may not have run."""
+
+
+def server_args(socket: str) -> list[str]:
+    """`-S PATH` for a socket path, `-L NAME` for a socket name."""
+    return ["-S", socket] if "/" in socket else ["-L", socket]
+
+
+def quote(arg: str) -> str:
+    """One argument for tmux's command parser (single quotes: no expansion of `$`, `~`, `#`, `;`). A line
+    break would end the command in control mode, so text with one goes through a buffer file instead."""
+    if "\n" in arg or "\r" in arg:
+        raise ValueError("a tmux argument cannot hold a line break")
+    return "'" + arg.replace("'", "'\\''") + "'"
+
+
+class Runner(Protocol):
+    async def run(self, *args: str) -> list[str]:
+        """Run one tmux command; its output lines. Raises TmuxError, or TmuxLost when it may have run."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+class ProcessRunner:
+    """A tmux process per command."""
+
+    def __init__(self, socket: str, *, tmux: str = TMUX) -> None:
+        self.argv = [tmux, *server_args(socket)]
+
+    async def run(self, *args: str) -> list[str]:
+        try:
+            done = await trio.run_process(
+                [*self.argv, *args], capture_stdout=True, capture_stderr=True, check=False
+            )
+        except OSError as error:
+            raise TmuxError(f"cannot run tmux: {error}") from None
+        if done.returncode != 0:
+            raise TmuxError(done.stderr.decode(errors="replace").strip() or f"tmux exit {done.returncode}")
+        return done.stdout.decode(errors="replace").splitlines()
+
+    async def aclose(self) -> None:
+        return None
+
+
+class _Eof(Exception):
+    pass
+
+
+class ControlRunner:
+    """One control-mode client, opened on first use and reopened when it went away. Commands are serialized;
+    answers are matched to them in order (blocks flagged 0 are tmux's own, e.g. the attach's)."""
+
+    def __init__(self, socket: str, *, tmux: str = TMUX, session: str | None = None) -> None:
+        self.argv = [tmux, *server_args(socket), "-C", "attach-session", "-f", "no-output,ignore-size"]
+        if session is not None:
+            self.argv += ["-t", session]
+        self._process: trio.Process | None = None
+        self._pending = bytearray()
+        self._lock = trio.Lock()
+
+    async def _open(self) -> trio.Process:
+        await self._close()
+        try:
+            process = await trio.lowlevel.open_process(
+                self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+            )
+        except OSError as error:
+            raise TmuxError(f"cannot run tmux: {error}") from None
+        self._process = process
+        self._pending.clear()
+        return process
+
+    async def _close(self) -> None:
+        process, self._process = self._process, None
+        if process is None:
+            return
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            if process.stdin is not None:
+                await process.stdin.send_all(b"\n")  # an empty line detaches a control client
+                await process.stdin.aclose()
+        with trio.move_on_after(2):
+            await process.wait()
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+    async def aclose(self) -> None:
+        async with self._lock:
+            await self._close()
+
+    async def _line(self, process: trio.Process) -> str:
+        assert process.stdout is not None
+        while True:
+            end = self._pending.find(b"\n")
+            if end >= 0:
+                line = bytes(self._pending[:end])
+                del self._pending[: end + 1]
+                return line.decode(errors="replace")
+            chunk = await process.stdout.receive_some(65536)
+            if not chunk:
+                raise _Eof
+            self._pending += chunk
+
+    async def run(self, *args: str) -> list[str]:
+        command = (" ".join(quote(arg) for arg in args) + "\n").encode()
+        async with self._lock:
+            process = self._process
+            if process is None or process.returncode is not None:
+                process = await self._open()
+            assert process.stdin is not None
+            try:
+                await process.stdin.send_all(command)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                process = await self._open()  # nothing was sent: trying again on a fresh client is safe
+                assert process.stdin is not None
+                try:
+                    await process.stdin.send_all(command)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    raise TmuxError(f"tmux ({' '.join(self.argv)}) is not reachable") from None
+            try:
+                return await self._answer(process)
+            except _Eof:
+                await self._close()
+                raise TmuxLost(f"tmux went away while running {args[0]}") from None
+
+    async def _answer(self, process: trio.Process) -> list[str]:
+        while True:
+            line = await self._line(process)
+            if not line.startswith("%begin "):
+                continue  # a notification
+            _, stamp, number, flags = [*line.split(" "), "", "", ""][:4]
+            output: list[str] = []
+            while True:
+                line = await self._line(process)
+                if line in (f"%end {stamp} {number} {flags}", f"%error {stamp} {number} {flags}"):
+                    break
+                output.append(line)
+            if flags == "0":
+                continue  # tmux's own block, not an answer to us
+            if line.startswith("%error"):
+                raise TmuxError("\n".join(output) or "tmux error")
+            return output
+
+
+# --- sessions we own ----------------------------------------------------------------------------------------
+
+
+async def new_session(
+    socket: str,
+    name: str,
+    command: Sequence[str],
+    *,
+    cwd: str | None = None,
+    env: dict[str, str] | None = None,
+    width: int = 200,
+    height: int = 50,
+    config: str | None = None,
+    tmux: str = TMUX,
+) -> str:
+    """Create a detached session running `command` (argv) and return its pane id (`%N`). The pane stays
+    after the command exits (remain-on-exit), so a quit engine reads as offline rather than vanishing."""
+    argv = [tmux, *(["-f", config] if config else []), *server_args(socket)]
+    args = ["new-session", "-d", "-s", name, "-x", str(width), "-y", str(height), "-P", "-F", "#{pane_id}"]
+    if cwd is not None:
+        args += ["-c", cwd]
+    for key, value in (env or {}).items():
+        args += ["-e", f"{key}={value}"]
+    done = await trio.run_process(
+        [*argv, *args, "--", *command], capture_stdout=True, capture_stderr=True, check=False
+    )
+    if done.returncode != 0:
+        raise TmuxError(done.stderr.decode(errors="replace").strip())
+    pane = done.stdout.decode().strip()
+    await ProcessRunner(socket, tmux=tmux).run("set-option", "-w", "-t", pane, "remain-on-exit", "on")
+    return pane
+
+
+async def kill_server(socket: str, *, tmux: str = TMUX) -> None:
+    """Stop a tmux server this program created (never one it did not)."""
+    with contextlib.suppress(TmuxError):
+        await ProcessRunner(socket, tmux=tmux).run("kill-server")
+
+
+# --- panes --------------------------------------------------------------------------------------------------
+
+
+async def pane_info(runner: Runner, target: str) -> PaneInfo:
+    """tmux's view of the pane. display-message falls back to another pane when the target is gone, so a
+    pane-id target is checked against the answer."""
+    lines = await runner.run("display-message", "-p", "-t", target, PANE_FORMAT)
+    pane, dead, pid, cursor, width, command = ((lines[0] if lines else "") + " - - - - - -").split(" ", 5)
+    if target.startswith("%") and pane != target:
+        raise TmuxError(f"can't find pane: {target}")
+    return PaneInfo(
+        dead=dead == "1",
+        pid=int(pid) if pid.isdigit() else None,
+        command=command.strip(" -"),
+        cursor_y=int(cursor) if cursor.isdigit() else None,
+        width=int(width) if width.isdigit() else None,
+    )
+
+
+async def capture(runner: Runner, target: str, *, history: int = 0) -> str:
+    """The pane's screen (plus `history` lines of scrollback) with colour codes, wrapped lines joined."""
+    extra = ["-S", str(-history)] if history else []
+    return "\n".join(await runner.run("capture-pane", "-p", "-e", "-J", *extra, "-t", target))
+
+
+async def paste(runner: Runner, target: str, text: str) -> None:
+    """Paste `text` into the pane as one bracketed paste (load-buffer from a private file, paste-buffer -p).
+    Raises TmuxError when nothing was pasted, TmuxLost when it may have been."""
+    name = f"harness-{secrets.token_hex(6)}"
+    fd, path = tempfile.mkstemp(prefix="harness-paste-")  # 0600
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(text.encode())
+        await runner.run("load-buffer", "-b", name, path)
+    except TmuxError as error:  # the pane was not touched, whatever happened to the buffer
+        raise TmuxError(f"load-buffer: {error}") from None
+    finally:
+        os.unlink(path)
+    try:
+        await runner.run("paste-buffer", "-p", "-d", "-b", name, "-t", target)
+    except TmuxLost:
+        raise
+    except TmuxError:
+        with contextlib.suppress(TmuxError):
+            await runner.run("delete-buffer", "-b", name)  # the notice must not linger in tmux
+        raise
+
+
+async def press_enter(runner: Runner, target: str) -> None:
+    await runner.run("send-keys", "-t", target, "Enter")
+
+
+# --- the Terminals port -------------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class AgentTerminal:
+    """A registry entry: where an agent's pane is and which engine runs in it."""
+
+    agent_id: str
+    engine: str
+    socket: str
+    target: str
+
+
+@attrs.frozen
+class WriteTiming:
+    enter_delay: float = 0.5  # between the paste and Enter (engines treat a fast Enter as part of the paste)
+    confirm: float = 3.0  # how long the paste may take to show, and the submit to show
+    poll: float = 0.05
+    settle: float = 2.0  # a fresh agent's idle must hold this long unchanged (earlier prompts get lost)
+
+
+@attrs.frozen
+class _Look:
+    observation: Observation
+    raw: str
+
+
+class TmuxTerminals:
+    """The agents of this machine in tmux panes, as `source` lists them right now (the daemon's registry).
+    Writes are serialized per agent."""
+
+    def __init__(
+        self,
+        source: Callable[[], Iterable[AgentTerminal]],
+        *,
+        timing: WriteTiming | None = None,
+        now_ms: Callable[[], int] | None = None,
+        runner: Callable[[str], Runner] | None = None,
+    ) -> None:
+        self.timing = timing or WriteTiming()
+        self._source = source
+        self._now_ms = now_ms or (lambda: int(time.time() * 1000))
+        self._make_runner: Callable[[str], Runner] = runner or ControlRunner
+        self._runners: dict[str, Runner] = {}
+        self._locks: dict[str, trio.Lock] = {}
+        self._idle_since: dict[str, tuple[str, float]] = {}  # agent -> (idle screen, since) until settled
+        self._settled: set[str] = set()
+
+    @classmethod
+    def from_registry(cls, registry: AgentRegistry) -> TmuxTerminals:
+        """Terminals over the daemon's agent registry, read live (what `Daemon(terminals=...)` takes)."""
+
+        def source() -> Iterable[AgentTerminal]:
+            for entry in registry.entries():
+                yield AgentTerminal(entry.agent_id, entry.engine.value, entry.tmux.socket, entry.tmux.target)
+
+        return cls(source)
+
+    def _entry(self, agent_id: str) -> AgentTerminal | None:
+        return next((entry for entry in self._source() if entry.agent_id == agent_id), None)
+
+    def agents(self) -> Sequence[str]:
+        return [entry.agent_id for entry in self._source()]
+
+    def _runner(self, socket: str) -> Runner:
+        if socket not in self._runners:
+            self._runners[socket] = self._make_runner(socket)
+        return self._runners[socket]
+
+    async def aclose(self) -> None:
+        runners, self._runners = self._runners, {}
+        for runner in runners.values():
+            await runner.aclose()
+
+    async def _look(self, entry: AgentTerminal, history: int = 0) -> _Look:
+        runner = self._runner(entry.socket)
+        try:
+            raw = await capture(runner, entry.target, history=history)  # fails when the pane is gone
+            pane = await pane_info(runner, entry.target)
+        except TmuxError as error:
+            gone = Observation(ScreenState.OFFLINE, False, False, False, (f"no pane: {error}",))
+            return _Look(gone, "")
+        return _Look(classify(entry.engine, raw, pane), raw)
+
+    def _settle(self, agent_id: str, look: _Look) -> Observation:
+        """A fresh agent's idle reads `starting` until its screen stayed unchanged for `settle` seconds."""
+        observation = look.observation
+        if observation.state is ScreenState.OFFLINE:
+            self._settled.discard(agent_id)
+            self._idle_since.pop(agent_id, None)
+            return observation
+        if agent_id in self._settled or observation.state is not ScreenState.IDLE:
+            if observation.state is not ScreenState.IDLE:
+                self._idle_since.pop(agent_id, None)
+            return observation
+        now = trio.current_time()
+        screen, since = self._idle_since.get(agent_id, (look.raw, now))
+        if screen != look.raw:
+            since = now
+        self._idle_since[agent_id] = (look.raw, since)
+        if now - since >= self.timing.settle:
+            self._settled.add(agent_id)
+            self._idle_since.pop(agent_id, None)
+            return observation
+        waited = f"idle for {now - since:.1f} s of {self.timing.settle:g} s: waiting for a stable screen"
+        return attrs.evolve(observation, state=ScreenState.STARTING, evidence=(*observation.evidence, waited))
+
+    async def observe(self, agent_id: str) -> Screen:
+        entry = self._entry(agent_id)
+        at = self._now_ms()
+        if entry is None:
+            return Screen(ScreenState.OFFLINE, at, ("not registered on this machine",))
+        look = await self._look(entry)
+        observation = self._settle(agent_id, look)
+        return Screen(observation.state, at, observation.evidence, _plain(look.raw))
+
+    async def write(self, agent_id: str, text: str) -> WriteOutcome:
+        entry = self._entry(agent_id)
+        if entry is None:
+            return WriteOutcome.FAILED
+        lock = self._locks.setdefault(agent_id, trio.Lock())
+        async with lock:
+            return await self._write(entry, text.rstrip("\n"))
+
+    async def _write(self, entry: AgentTerminal, text: str) -> WriteOutcome:
+        timing = self.timing
+        before = self._settle(entry.agent_id, await self._look(entry))
+        if before.state is not ScreenState.IDLE:
+            return WriteOutcome.FAILED  # the recheck at the write boundary: nothing is sent
+        runner = self._runner(entry.socket)
+        try:
+            await paste(runner, entry.target, text)
+        except TmuxLost:
+            return WriteOutcome.UNCERTAIN
+        except TmuxError:
+            return WriteOutcome.FAILED
+        pasted_at = trio.current_time()
+        # The paste must show as exactly our text (or its fold marker) in the prompt, with no dialog.
+        spoiled = lambda look: _spoiled(look, text)  # noqa: E731
+        if not await self._until(entry, lambda look: _holds(look, text), timing.confirm, stop=spoiled):
+            return WriteOutcome.UNCERTAIN
+        await trio.sleep_until(pasted_at + timing.enter_delay)
+        if not _holds(await self._look(entry), text):
+            return WriteOutcome.UNCERTAIN
+        for attempt in range(2):
+            try:
+                await press_enter(runner, entry.target)
+            except TmuxError:
+                return WriteOutcome.UNCERTAIN
+            if await self._until(entry, lambda look: _submitted(look, text), timing.confirm):
+                return WriteOutcome.OK
+            # Enter again only when the screen shows exactly our own notice as the draft and no dialog.
+            if attempt or not _holds(await self._look(entry), text):
+                break
+        return WriteOutcome.UNCERTAIN
+
+    async def _until(
+        self,
+        entry: AgentTerminal,
+        done: Callable[[_Look], bool],
+        seconds: float,
+        stop: Callable[[_Look], bool] | None = None,
+    ) -> bool:
+        deadline = trio.current_time() + seconds
+        while True:
+            look = await self._look(entry)
+            if done(look):
+                return True
+            if (stop is not None and stop(look)) or trio.current_time() >= deadline:
+                return False
+            await trio.sleep(self.timing.poll)
+
+    async def turn_matches(self, agent_id: str, text: str) -> bool:
+        entry = self._entry(agent_id)
+        if entry is None:
+            return False
+        look = await self._look(entry, history=HISTORY_LINES)
+        return bool(look.raw) and turn_shows(entry.engine, look.raw, text)
+
+
+def _plain(raw: str) -> str:
+    return "\n".join(parse_capture(raw).texts)
+
+
+def _spoiled(look: _Look, text: str) -> bool:
+    """No point waiting for the paste to show: a dialog opened, the pane died, or the prompt holds our text
+    mixed with someone else's."""
+    observation = look.observation
+    if observation.state in (ScreenState.DIALOG, ScreenState.OFFLINE):
+        return True
+    prompt = squash(observation.prompt or "")
+    return squash(text) in prompt and prompt != squash(text)
+
+
+def _holds(look: _Look, text: str) -> bool:
+    """The prompt holds exactly our text, nothing runs and no dialog shows."""
+    return look.observation.state is ScreenState.DRAFT and draft_is(look.observation, text)
+
+
+def _submitted(look: _Look, text: str) -> bool:
+    """Our draft left the prompt: the composer is empty again, or a turn runs (or asks for permission) with
+    our text above in the transcript. A prompt holding something else is no proof (a mention popup may have
+    taken the Enter and changed the draft)."""
+    observation = look.observation
+    if observation.prompt == "":
+        return observation.state is not ScreenState.STARTING
+    if observation.state in (ScreenState.BUSY, ScreenState.DIALOG) and not draft_is(observation, text):
+        return needle(text) in " ".join(_plain(look.raw).split())
+    return False

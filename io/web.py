@@ -1,0 +1,387 @@
+# `harness web`: a small page on loopback that shows one team live and offers the owner's actions, served
+# beside a running daemon (it needs nothing from the daemon but its ordinary `team` RPC, so the daemon itself
+# stays a pure WebSocket endpoint).
+#
+# Authority: the page never holds the owner token. The URL this server prints carries a one-time launch
+# ticket in its fragment, which a browser never sends in a request line, so it reaches no log. The page sends
+# it in the first WebSocket frame and gets a session for reconnects; this server then relays the page's
+# requests to the daemon with the owner token added, allowing only what the page offers (reads, pause, resume,
+# archive, cancel, and the checks), for this server's team only. A member key can never be asked for.
+#
+# Each page connection gets its own daemon connection, located afresh through daemon.json, so a daemon
+# restart (even on another port) costs the page one reconnect; the page keeps the newest revision it has seen.
+from __future__ import annotations
+
+import hmac
+import json
+import secrets
+from collections.abc import Callable
+from contextlib import suppress
+from functools import partial
+from pathlib import Path
+from typing import Any, Final
+
+import h11
+import trio
+from trio_websocket import (
+    ConnectionClosed,
+    HandshakeError,
+    WebSocketConnection,
+    wrap_client_stream,
+    wrap_server_stream,
+)
+
+from harness.io import home as homes
+from harness.io.client import ClientError, incompatibility, locate_port
+from harness.io.rpc import (
+    ACTIONS,
+    HARD_FRAME_BYTES,
+    INCOMPATIBLE,
+    MAX_FRAME_BYTES,
+    PROTOCOL,
+    REQUEST_TYPE,
+    RESULT_TYPE,
+    UNAUTHORIZED,
+    error_frame,
+    request_frame,
+)
+
+HOST: Final = "127.0.0.1"
+STATIC: Final = Path(__file__).parent / "web_static"
+FILES: Final = {
+    "/": ("index.html", "text/html; charset=utf-8"),
+    "/app.js": ("app.js", "text/javascript; charset=utf-8"),
+    "/app.css": ("app.css", "text/css; charset=utf-8"),
+}
+SOCKET_PATH: Final = "/ws"
+# What the page may ask the daemon for. `key` (a member's private key) and membership edits are absent.
+PAGE_ACTIONS: Final = frozenset(
+    {"capabilities", "get", "members", "status", "subscribe", "pause", "resume", "archive", "cancel"}
+    | {"agent_show"}
+)
+# A request head larger than this is not a browser asking for one of three files.
+MAX_HEAD_BYTES: Final = 16 * 1024
+# Bounds on what the page side can make this server hold (each page load mints nothing; only the CLI does).
+MAX_TICKETS: Final = 16
+MAX_SESSIONS: Final = 64
+HELLO_SECONDS: Final = 10.0
+DAEMON_SECONDS: Final = 10.0
+# Close codes the page reads: 4401 refused authority (get a new URL), 1013 daemon not usable (try again).
+REFUSED: Final = 4401
+TRY_AGAIN: Final = 1013
+
+
+class _Replay(trio.abc.Stream):
+    """A socket stream that first gives back the bytes already read while looking at the request head."""
+
+    def __init__(self, head: bytes, inner: trio.SocketStream) -> None:
+        self._head = head
+        self._inner = inner
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        if self._head:
+            head, self._head = self._head, b""
+            return head
+        return await self._inner.receive_some(max_bytes)
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        await self._inner.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self._inner.wait_send_all_might_not_block()
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def _header(request: h11.Request, name: bytes) -> str | None:
+    for key, value in request.headers:
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+class WebServer:
+    """Serves the page of `team_id` next to the daemon of `home`. `await nursery.start(server.run, port)`."""
+
+    def __init__(self, home: Path, team_id: str, *, daemon_port: int | None = None) -> None:
+        self.home = home
+        self.team_id = team_id
+        self.daemon_port = daemon_port
+        self.port = 0
+        self._tickets: list[str] = []
+        self._sessions: list[str] = []
+
+    # --- authority ------------------------------------------------------------------------------------------
+
+    def mint_ticket(self) -> str:
+        """A new one-time launch ticket; the oldest unused one lapses beyond the bound."""
+        ticket = secrets.token_urlsafe(32)
+        self._tickets = [*self._tickets[-(MAX_TICKETS - 1) :], ticket]
+        return ticket
+
+    def url(self, ticket: str) -> str:
+        return f"http://{HOST}:{self.port}/#ticket={ticket}"
+
+    def _redeem(self, hello: object) -> str | None:
+        """A session for a valid hello (a ticket, spent here, or a known session), else None."""
+        if not isinstance(hello, dict) or hello.get("type") != "hello":
+            return None
+        ticket, session = hello.get("ticket"), hello.get("session")
+        if isinstance(session, str):
+            known = [s for s in self._sessions if hmac.compare_digest(s.encode(), session.encode())]
+            return known[0] if known else None
+        if not isinstance(ticket, str):
+            return None
+        spent = [t for t in self._tickets if hmac.compare_digest(t.encode(), ticket.encode())]
+        if not spent:
+            return None
+        self._tickets.remove(spent[0])
+        fresh = secrets.token_urlsafe(32)
+        self._sessions = [*self._sessions[-(MAX_SESSIONS - 1) :], fresh]
+        return fresh
+
+    # --- HTTP -----------------------------------------------------------------------------------------------
+
+    async def run(
+        self, port: int = 0, *, task_status: trio.TaskStatus[WebServer] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        listeners = await trio.open_tcp_listeners(port, host=HOST)
+        self.port = listeners[0].socket.getsockname()[1]
+        async with trio.open_nursery() as nursery:
+            await nursery.start(partial(trio.serve_listeners, self._connection, listeners))
+            task_status.started(self)
+
+    def _origins(self) -> set[str]:
+        return {f"{HOST}:{self.port}", f"localhost:{self.port}"}
+
+    async def _connection(self, stream: trio.SocketStream) -> None:
+        # A browser that goes away mid-request ends only its own connection, never the server.
+        with suppress(
+            trio.BrokenResourceError, trio.ClosedResourceError, h11.LocalProtocolError, HandshakeError
+        ):
+            await self._serve(stream)
+
+    async def _serve(self, stream: trio.SocketStream) -> None:
+        async with stream:
+            connection = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
+            head = bytearray()
+            event: Any = h11.NEED_DATA
+            with trio.move_on_after(HELLO_SECONDS):
+                while event is h11.NEED_DATA:
+                    data = await stream.receive_some(MAX_HEAD_BYTES)
+                    head += data
+                    connection.receive_data(data)
+                    try:
+                        event = connection.next_event()
+                    except h11.RemoteProtocolError:
+                        return
+            if not isinstance(event, h11.Request):
+                return
+            # DNS rebinding: a page of another name that resolves here must not read the team.
+            if _header(event, b"host") not in self._origins():
+                await self._respond(stream, connection, 421, b"misdirected request\n", "text/plain")
+                return
+            path = event.target.decode("latin-1").split("?", 1)[0]
+            upgrade = (_header(event, b"upgrade") or "").lower() == "websocket"
+            if path == SOCKET_PATH and upgrade:
+                origin = _header(event, b"origin") or ""
+                if origin.removeprefix("http://") not in self._origins():
+                    await self._respond(stream, connection, 403, b"foreign origin\n", "text/plain")
+                    return
+                await self._socket(_Replay(bytes(head), stream))
+                return
+            found = FILES.get(path)
+            if event.method != b"GET" or found is None:
+                await self._respond(stream, connection, 404, b"not found\n", "text/plain")
+                return
+            name, kind = found
+            await self._respond(stream, connection, 200, (STATIC / name).read_bytes(), kind)
+
+    async def _respond(
+        self, stream: trio.SocketStream, connection: h11.Connection, status: int, body: bytes, kind: str
+    ) -> None:
+        policy = (
+            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+            f"connect-src 'self' ws://{HOST}:{self.port} ws://localhost:{self.port}; "
+            "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+        )
+        headers = [
+            ("content-type", kind),
+            ("content-length", str(len(body))),
+            ("cache-control", "no-store"),
+            ("content-security-policy", policy),
+            ("referrer-policy", "no-referrer"),
+            ("x-content-type-options", "nosniff"),
+            ("connection", "close"),
+        ]
+        data = connection.send(h11.Response(status_code=status, headers=headers))
+        data += connection.send(h11.Data(data=body))
+        data += connection.send(h11.EndOfMessage())
+        await stream.send_all(data)
+
+    # --- the page's WebSocket -------------------------------------------------------------------------------
+
+    async def _socket(self, stream: _Replay) -> None:
+        async with trio.open_nursery() as nursery:
+            request = await wrap_server_stream(nursery, stream, max_message_size=HARD_FRAME_BYTES)
+            page = await request.accept()
+            try:
+                await self._page(page)
+            except ConnectionClosed:
+                pass
+            finally:
+                await page.aclose()
+            nursery.cancel_scope.cancel()
+
+    async def _page(self, page: WebSocketConnection) -> None:
+        session = None
+        with trio.move_on_after(HELLO_SECONDS):
+            message = await page.get_message()
+            try:
+                session = self._redeem(json.loads(message))
+            except ValueError:
+                session = None
+        if session is None:
+            await _send(
+                page,
+                {
+                    "type": "web_refused",
+                    "detail": "this page link was already used or is "
+                    "unknown; run `harness web` again for a new one",
+                },
+            )
+            await page.aclose(REFUSED, "refused")
+            return
+        await _send(
+            page,
+            {
+                "type": "web_hello",
+                "session": session,
+                "teamId": self.team_id,
+            },
+        )
+        try:
+            port, _ = locate_port(self.home, self.daemon_port)
+            stream = await trio.open_tcp_stream(HOST, port)
+        except ClientError as error:
+            await self._unusable(page, "gone", error.detail)
+            return
+        except OSError as error:
+            await self._unusable(
+                page, "gone", f"no daemon answers on {HOST}:{port} ({error.strerror or error})"
+            )
+            return
+        # The stream is ours to close whatever happens to the handshake (a daemon that is stopping may
+        # accept and then drop the connection half way).
+        async with stream, trio.open_nursery() as reader:
+            try:
+                with trio.fail_after(DAEMON_SECONDS):
+                    daemon = await wrap_client_stream(
+                        reader, stream, f"{HOST}:{port}", "/", max_message_size=HARD_FRAME_BYTES
+                    )
+                    problem = await _check(daemon)
+                if problem is not None:
+                    await self._unusable(page, *problem)
+                    return
+                await self._relay(page, daemon, port)
+            except (ConnectionClosed, HandshakeError, trio.TooSlowError, OSError) as error:
+                if page.closed is None:
+                    await self._unusable(page, "gone", f"the daemon on {HOST}:{port} went away ({error})")
+            finally:
+                reader.cancel_scope.cancel()
+
+    async def _relay(self, page: WebSocketConnection, daemon: WebSocketConnection, port: int) -> None:
+        await _send(page, {"type": "web_link", "state": "live", "detail": f"daemon on {HOST}:{port}"})
+        token = homes.read_owner_token(self.home)
+        async with trio.open_nursery() as pumps:
+            pumps.start_soon(self._to_daemon, page, daemon, token, pumps.cancel_scope)
+            pumps.start_soon(_to_page, daemon, page, pumps.cancel_scope)
+        if daemon.closed is not None and page.closed is None:
+            await self._unusable(page, "gone", "the daemon closed the connection")
+        await daemon.aclose()
+
+    async def _unusable(self, page: WebSocketConnection, state: str, detail: str) -> None:
+        await _send(page, {"type": "web_link", "state": state, "detail": detail})
+        await page.aclose(TRY_AGAIN, state)
+
+    async def _to_daemon(
+        self,
+        page: WebSocketConnection,
+        daemon: WebSocketConnection,
+        token: str | None,
+        scope: trio.CancelScope,
+    ) -> None:
+        try:
+            while True:
+                message = await page.get_message()
+                frame = self._vet(message, token)
+                if isinstance(frame, tuple):
+                    await page.send_message(error_frame(*frame))
+                else:
+                    await daemon.send_message(frame)
+        except ConnectionClosed:
+            scope.cancel()
+
+    def _vet(self, message: str | bytes, token: str | None) -> str | tuple[str | None, str, str]:
+        """The frame to relay (owner token added), or the (requestId, error, detail) to answer instead."""
+        if isinstance(message, bytes) or len(message) > MAX_FRAME_BYTES:
+            return (None, "bad_request", "the page sends JSON text frames")
+        try:
+            frame = json.loads(message)
+        except ValueError:
+            return (None, "bad_request", "the page sends JSON text frames")
+        if not isinstance(frame, dict):
+            return (None, "bad_request", "a frame is one JSON object")
+        request_id = frame.get("requestId")
+        if not isinstance(request_id, str) or not request_id:
+            return (None, "bad_request", "every request names its requestId")
+        action = frame.get("action")
+        if frame.get("type") != REQUEST_TYPE or action not in PAGE_ACTIONS:
+            return (request_id, UNAUTHORIZED, f"the page may not ask for {action!r}")
+        fields = {k: v for k, v in frame.items() if k not in {"type", "requestId", "action", "teamId"}}
+        fields.pop("memberKey", None)
+        fields.pop("ownerToken", None)
+        team_id = self.team_id if ACTIONS[action].needs_team else None
+        return request_frame(request_id, action, team_id=team_id, owner_token=token, fields=fields)
+
+
+async def _to_page(daemon: WebSocketConnection, page: WebSocketConnection, scope: trio.CancelScope) -> None:
+    try:
+        while True:
+            await page.send_message(await daemon.get_message())
+    except ConnectionClosed:
+        scope.cancel()
+
+
+async def _check(daemon: WebSocketConnection) -> tuple[str, str] | None:
+    """(state, why) when the daemon cannot serve the page, the same judgement as the CLI's."""
+    request_id = "web-" + secrets.token_hex(8)
+    await daemon.send_message(request_frame(request_id, "capabilities"))
+    with trio.fail_after(DAEMON_SECONDS):
+        while True:
+            reply = json.loads(await daemon.get_message())
+            if isinstance(reply, dict) and reply.get("requestId") == request_id:
+                break
+    if reply.get("type") != RESULT_TYPE or not isinstance(reply.get("result"), dict):
+        return (INCOMPATIBLE, f"the daemon does not speak {PROTOCOL}: {reply.get('detail', reply)}")
+    result = reply["result"]
+    problem = incompatibility(result.get("protocol"), result.get("protocolRevision"))
+    return None if problem is None else (INCOMPATIBLE, problem)
+
+
+async def _send(page: WebSocketConnection, frame: dict[str, Any]) -> None:
+    await page.send_message(json.dumps(frame, ensure_ascii=False, separators=(",", ":")))
+
+
+async def serve_until_signalled(server: WebServer, port: int, announce: Callable[[WebServer], None]) -> None:
+    """Run `server` until SIGTERM or SIGINT; `announce` gets it once it listens (to print the URL)."""
+    import signal
+
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(server.run, port)
+            announce(server)
+            async for _ in signals:
+                nursery.cancel_scope.cancel()
+                return

@@ -1,0 +1,460 @@
+// The team page: a projection of the daemon's ledger, rebuilt from each snapshot it pushes. Only a newer
+// revision replaces what is shown, so a late or replayed frame never rolls the page back. Question state and
+// delivery state are separate facts and stay side by side. An owner action whose answer was lost is kept
+// (for this browser tab's session) with its target and offers checks that re-read the ledger; nothing here
+// resends. The page holds no owner token: the server trades the one-time ticket in the URL fragment for a
+// session and adds the token itself.
+
+const SESSION_KEY = "harness.session";
+const ATTEMPTS_KEY = "harness.attempts";
+const RETRY_MS = 1000;
+const EXCERPT = 120;
+
+const view = {
+  teamId: null,
+  team: null,
+  revision: -1,
+  selected: null,
+  machineId: null,
+  link: { state: "connecting", detail: "connecting…" },
+  checks: new Map(), // what the last check of an exchange or attempt found, by its key
+  attempts: JSON.parse(sessionStorage.getItem(ATTEMPTS_KEY) || "[]"),
+};
+let socket = null;
+let subscription = null;
+let refused = false;
+let counter = 0;
+const pending = new Map();
+
+const $ = (selector) => document.querySelector(selector);
+
+function h(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(props)) {
+    if (key === "class") node.className = value;
+    else if (key === "data") Object.assign(node.dataset, value);
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (value !== false && value !== null && value !== undefined) node.setAttribute(key, value);
+  }
+  for (const child of children.flat()) {
+    if (child !== null && child !== undefined && child !== false) node.append(child);
+  }
+  return node;
+}
+
+// --- the connection ---------------------------------------------------------------------------------------
+
+function connect() {
+  const ws = new WebSocket(`ws://${location.host}/ws`);
+  socket = ws;
+  ws.addEventListener("open", () => ws.send(JSON.stringify(hello())));
+  ws.addEventListener("message", (event) => receive(JSON.parse(event.data)));
+  ws.addEventListener("close", () => {
+    socket = null;
+    subscription = null;
+    for (const settle of pending.values()) {
+      settle({ uncertain: true, detail: "the connection closed before the daemon answered" });
+    }
+    pending.clear();
+    if (refused) return;
+    if (view.link.state === "live" || view.link.state === "connecting") {
+      setLink("gone", "lost the connection to the page server");
+    }
+    setTimeout(connect, RETRY_MS);
+  });
+}
+
+function hello() {
+  const ticket = new URLSearchParams(location.hash.slice(1)).get("ticket");
+  if (ticket) {
+    history.replaceState(null, "", location.pathname); // spent: keep it out of history and bookmarks
+    return { type: "hello", ticket };
+  }
+  return { type: "hello", session: sessionStorage.getItem(SESSION_KEY) || "" };
+}
+
+function receive(frame) {
+  if (frame.type === "web_hello") {
+    sessionStorage.setItem(SESSION_KEY, frame.session);
+    view.teamId = frame.teamId;
+    if (!view.team) $("#team-name").textContent = `Team ${frame.teamId}`;
+  } else if (frame.type === "web_refused") {
+    refused = true;
+    setLink("refused", frame.detail);
+  } else if (frame.type === "web_link") {
+    setLink(frame.state, frame.detail);
+    if (frame.state === "live") start();
+  } else if (frame.type === "team_snapshot" && frame.requestId === subscription) {
+    apply(frame.team);
+  } else if (frame.type === "team_result" && pending.has(frame.requestId)) {
+    const settle = pending.get(frame.requestId);
+    pending.delete(frame.requestId);
+    settle(frame);
+  }
+}
+
+function send(action, fields, settle) {
+  const requestId = `page-${Date.now().toString(36)}-${++counter}`;
+  pending.set(requestId, settle);
+  socket.send(JSON.stringify({ type: "team", requestId, action, ...fields }));
+  return requestId;
+}
+
+// One request: resolves to the daemon's frame, or {unsent} (never left this page), or {uncertain}.
+function request(action, fields = {}) {
+  return new Promise((resolve) => {
+    if (!socket || socket.readyState !== WebSocket.OPEN || view.link.state !== "live") {
+      resolve({ unsent: true, detail: "not connected to the daemon" });
+      return;
+    }
+    send(action, fields, resolve);
+  });
+}
+
+function start() {
+  subscription = send("subscribe", {}, (frame) => {
+    if (frame.error) setLink("refused", `${frame.error}: ${frame.detail}`);
+    else if (frame.result) apply(frame.result);
+  });
+  request("capabilities").then((frame) => {
+    if (frame.result) view.machineId = frame.result.machineId;
+  });
+}
+
+function apply(team) {
+  if (!team || team.id !== view.teamId || !(team.revision > view.revision)) return;
+  view.team = team;
+  view.revision = team.revision;
+  document.documentElement.dataset.revision = String(team.revision);
+  render();
+}
+
+function setLink(state, detail) {
+  view.link = { state, detail };
+  const node = $("#link");
+  node.className = `link link-${state}`;
+  const shown = view.team ? ` Showing revision ${view.revision} as last known.` : "";
+  node.textContent = {
+    connecting: `Connecting: ${detail}`,
+    live: `Live: ${detail}`,
+    gone: `Daemon not reachable: ${detail}. Reconnecting…${shown}`,
+    incompatible: `The daemon is too old for this page: ${detail}`,
+    refused: `Refused: ${detail}`,
+  }[state] ?? detail;
+  renderActions();
+}
+
+// --- owner actions and checks -----------------------------------------------------------------------------
+
+function notice(text) {
+  const node = $("#notice");
+  node.textContent = text;
+  node.hidden = false;
+}
+
+function saveAttempts() {
+  sessionStorage.setItem(ATTEMPTS_KEY, JSON.stringify(view.attempts));
+  renderAttempts();
+}
+
+async function act(action, fields, label) {
+  const reply = await request(action, fields);
+  if (reply.uncertain) {
+    const key = `attempt-${Date.now().toString(36)}-${++counter}`;
+    view.attempts.push({ key, action, fields, label, at: Date.now() });
+    saveAttempts();
+    notice(`${label}: the outcome is unknown (${reply.detail}). Check it below; do not repeat it blindly.`);
+  } else if (reply.unsent) notice(`${label} was not sent: ${reply.detail}.`);
+  else if (reply.error) notice(`${label} failed: ${reply.error}: ${reply.detail}`);
+  else notice(`${label}: done.`);
+}
+
+async function checkConnection(key) {
+  const reply = await request("capabilities");
+  let text;
+  if (reply.result) {
+    view.machineId = reply.result.machineId;
+    text = `The daemon answers: ${reply.result.protocol} revision ${reply.result.protocolRevision}, machine ${reply.result.machineId}.`;
+  } else text = `No answer from the daemon: ${reply.detail || reply.error}.`;
+  report(key, text);
+}
+
+// Re-read what an attempt or a notice was about, by its operation id (the question id) or the team.
+async function checkSend(key, questionId) {
+  if (!questionId) {
+    const reply = await request("get");
+    report(key, reply.result ? `The team is now ${reply.result.state} (revision ${reply.result.revision}).` : failure(reply));
+    return;
+  }
+  const reply = await request("status", { questionId });
+  if (!reply.result) {
+    report(key, failure(reply));
+    return;
+  }
+  const delivery = reply.result.delivery;
+  report(
+    key,
+    `Question ${questionId} is ${reply.result.state}; its delivery is ${deliveryText(delivery)}` +
+      (delivery && delivery.updatedAt ? ` (as of ${clock(delivery.updatedAt)}).` : "."),
+  );
+}
+
+async function checkTeammate(key, memberId) {
+  const members = await request("members");
+  if (!members.result) {
+    report(key, failure(members));
+    return;
+  }
+  const member = members.result.members.find((m) => m.id === memberId);
+  if (!member) {
+    report(key, `No member ${memberId} in the roster.`);
+    return;
+  }
+  let text = `${member.name} is ${member.state}; introduction ${deliveryText(member.introduction)}.`;
+  const shown = await request("agent_show", { agentId: member.agentId });
+  const desk = shown.result && shown.result.delivery;
+  if (desk) {
+    text += ` Its terminal looks ${desk.observed || "unobserved so far"}; ${desk.queued} queued, ${desk.held} held,`;
+    text += desk.writing ? " a write in progress." : " no write in progress.";
+  } else if (shown.error === "not_found") {
+    text += view.machineId && member.machineId !== view.machineId
+      ? ` Its terminal is on machine ${member.machineId}; ask it to run inbox or status.`
+      : " No terminal is registered for it on this machine.";
+  } else text += ` Terminal state unknown (${shown.detail || shown.error}).`;
+  report(key, text);
+}
+
+function failure(reply) {
+  return reply.error ? `${reply.error}: ${reply.detail}` : `No answer: ${reply.detail}.`;
+}
+
+function report(key, text) {
+  if (key === null) {
+    notice(text);
+    return;
+  }
+  view.checks.set(key, `${clock(Date.now())}: ${text}`);
+  render();
+}
+
+function checks(key, questionId, memberId) {
+  return h(
+    "div",
+    { class: "checks" },
+    h("button", { type: "button", class: "check", onclick: () => checkConnection(key) }, "Check connection"),
+    h("button", { type: "button", class: "check", onclick: () => checkSend(key, questionId) }, "Check send"),
+    memberId
+      ? h("button", { type: "button", class: "check", onclick: () => checkTeammate(key, memberId) }, "Check teammate")
+      : null,
+    view.checks.has(key) ? h("p", { class: "check-result", role: "status" }, view.checks.get(key)) : null,
+  );
+}
+
+// --- rendering --------------------------------------------------------------------------------------------
+
+function clock(ms) {
+  return typeof ms === "number" ? new Date(ms).toLocaleString() : "-";
+}
+
+function deliveryText(delivery) {
+  if (!delivery) return "-";
+  return delivery.reason ? `${delivery.state} (${delivery.reason})` : delivery.state;
+}
+
+function excerpt(text) {
+  const flat = String(text || "").split(/\s+/).join(" ").trim();
+  return flat.length <= EXCERPT ? flat : `${flat.slice(0, EXCERPT - 1)}…`;
+}
+
+function names() {
+  return new Map((view.team ? view.team.members : []).map((m) => [m.id, m.name]));
+}
+
+function render() {
+  const team = view.team;
+  if (!team) return;
+  document.title = `${team.name} · harness`;
+  $("#team-name").textContent = team.name;
+  const state = $("#team-state");
+  state.textContent = team.state;
+  state.className = `badge team-${team.state}`;
+  $("#revision").textContent = `revision ${team.revision}`;
+  renderActions();
+  renderRoster(team);
+  renderExchanges(team);
+  renderDetail(team);
+  renderAttempts();
+}
+
+function renderActions() {
+  const live = view.link.state === "live" && view.team;
+  const state = view.team && view.team.state;
+  $("#btn-pause").disabled = !live || state !== "active";
+  $("#btn-resume").disabled = !live || state !== "paused";
+  $("#btn-archive").disabled = !live || state === "archived";
+}
+
+function renderRoster(team) {
+  $("#roster").replaceChildren(
+    ...team.members.map((m) =>
+      h(
+        "li",
+        { class: `member member-${m.state}`, data: { member: m.id } },
+        h("div", { class: "member-head" }, h("strong", {}, m.name), h("span", { class: `badge member-state` }, m.state)),
+        h("div", { class: "muted" }, m.role || "no role"),
+        h("div", { class: "small" }, `introduction: ${deliveryText(m.introduction)}`),
+        h("div", { class: "small muted" }, `${m.machineId} / ${m.agentId}`),
+      ),
+    ),
+  );
+}
+
+function renderExchanges(team) {
+  const who = names();
+  const exchanges = [...team.exchanges].reverse();
+  if (!exchanges.some((e) => e.id === view.selected)) view.selected = exchanges.length ? exchanges[0].id : null;
+  $("#exchanges").replaceChildren(
+    ...exchanges.map((e) =>
+      h(
+        "li",
+        {},
+        h(
+          "button",
+          {
+            type: "button",
+            class: "exchange",
+            "aria-pressed": String(e.id === view.selected),
+            data: { exchange: e.id },
+            onclick: () => select(e.id),
+          },
+          h(
+            "span",
+            { class: "states" },
+            h("span", { class: `q-state q-${e.state}`, title: "question state" }, e.state),
+            h("span", { class: `d-state d-${e.delivery ? e.delivery.state : "none"}`, title: "delivery state" }, deliveryText(e.delivery)),
+          ),
+          h("span", { class: "who" }, `${who.get(e.from) || e.from} → ${who.get(e.to) || e.to}`),
+          h("span", { class: "excerpt" }, excerpt(e.text)),
+        ),
+      ),
+    ),
+  );
+  if (!exchanges.length) $("#exchanges").append(h("li", { class: "muted" }, "No exchanges yet."));
+}
+
+function renderDetail(team) {
+  const node = $("#detail");
+  const e = team.exchanges.find((x) => x.id === view.selected);
+  if (!e) {
+    node.replaceChildren(h("p", { class: "muted" }, "No exchange selected."));
+    return;
+  }
+  const who = names();
+  const unconfirmed = e.delivery && e.delivery.state === "unconfirmed";
+  const answer = e.answer;
+  const parts = [
+    h("h2", {}, `${who.get(e.from) || e.from} → ${who.get(e.to) || e.to}`),
+    h(
+      "dl",
+      { class: "facts" },
+      h("dt", {}, "Question"),
+      h("dd", {}, h("span", { class: `q-state q-${e.state}`, id: "detail-question-state" }, e.state)),
+      h("dt", {}, "Delivery"),
+      h("dd", {}, h("span", { class: `d-state d-${e.delivery ? e.delivery.state : "none"}`, id: "detail-delivery-state" }, deliveryText(e.delivery))),
+      h("dt", {}, "Operation id"),
+      h("dd", { class: "mono" }, e.id),
+      h("dt", {}, "Asked"),
+      h("dd", {}, clock(e.createdAt)),
+      h("dt", {}, "Deadline"),
+      h("dd", {}, clock(e.deadlineAt)),
+    ),
+    unconfirmed
+      ? h(
+          "div",
+          { class: "warning", id: "unconfirmed" },
+          h("p", {}, "Delivery unconfirmed: the notice might have reached the terminal. Do not resend; check instead."),
+          checks(`exchange-${e.id}`, e.id, e.to),
+        )
+      : null,
+    h("h3", {}, "Question"),
+    h("p", { class: "text", id: "question-text" }, e.text),
+    e.context ? h("h3", {}, "Context") : null,
+    e.context ? h("p", { class: "text" }, e.context) : null,
+    h("h3", {}, "Answer"),
+    answer
+      ? h(
+          "div",
+          { id: "answer" },
+          h("p", { class: "muted" }, `by ${who.get(answer.author) || answer.author} at ${clock(answer.at)}${answer.late ? " (late)" : ""}`),
+          h("p", { class: "text", id: "answer-text" }, answer.text),
+          answer.evidence && answer.evidence.length
+            ? h("ul", { class: "evidence", id: "evidence" }, answer.evidence.map((ref) => h("li", { class: "mono" }, ref)))
+            : null,
+        )
+      : h("p", { class: "muted", id: "no-answer" }, "No answer yet."),
+    e.state === "open"
+      ? h(
+          "div",
+          { class: "actions" },
+          h("button", { type: "button", id: "btn-cancel", onclick: () => act("cancel", { questionId: e.id }, `Cancel ${e.id}`) }, "Cancel question"),
+        )
+      : null,
+  ];
+  node.replaceChildren(...parts.filter((part) => part));
+}
+
+function renderAttempts() {
+  const section = $("#attempts");
+  section.hidden = view.attempts.length === 0;
+  $("#attempt-list").replaceChildren(
+    ...view.attempts.map((a) => {
+      const questionId = a.fields.questionId || null;
+      const exchange = view.team && questionId ? view.team.exchanges.find((x) => x.id === questionId) : null;
+      return h(
+        "li",
+        { class: "attempt", data: { attempt: a.key } },
+        h("p", {}, h("strong", {}, a.label), ` at ${clock(a.at)}: outcome unknown.`),
+        checks(a.key, questionId, exchange ? exchange.to : null),
+        h("button", { type: "button", class: "dismiss", onclick: () => dismiss(a.key) }, "Dismiss"),
+      );
+    }),
+  );
+}
+
+function dismiss(key) {
+  view.attempts = view.attempts.filter((a) => a.key !== key);
+  saveAttempts();
+}
+
+function select(id) {
+  view.selected = id;
+  render();
+  const button = document.querySelector(`[data-exchange="${CSS.escape(id)}"]`);
+  if (button) button.focus();
+}
+
+function step(delta) {
+  if (!view.team) return;
+  const ids = [...view.team.exchanges].reverse().map((e) => e.id);
+  const at = ids.indexOf(view.selected);
+  const next = ids[Math.min(ids.length - 1, Math.max(0, at + delta))];
+  if (next) select(next);
+}
+
+document.addEventListener("keydown", (event) => {
+  if (event.target.closest && event.target.closest("input, textarea")) return;
+  if (event.key === "j" || event.key === "ArrowDown") step(1);
+  else if (event.key === "k" || event.key === "ArrowUp") step(-1);
+  else return;
+  event.preventDefault();
+});
+
+$("#btn-pause").addEventListener("click", () => act("pause", {}, "Pause"));
+$("#btn-resume").addEventListener("click", () => act("resume", {}, "Resume"));
+$("#btn-archive").addEventListener("click", () => {
+  if (confirm("Archive this team? Its record stays; pending work is cancelled.")) act("archive", {}, "Archive");
+});
+$("#btn-check-connection").addEventListener("click", () => checkConnection(null));
+
+renderAttempts();
+connect();

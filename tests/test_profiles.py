@@ -1,0 +1,354 @@
+# Engine profiles against real captures (versioned fixtures with their expected observation in a manifest)
+# and against the traps the engines are known to set: placeholders that differ from drafts only by colour,
+# spinners that stay over a draft, alternating spinner glyphs, configurable footers, queued messages, folded
+# pastes, dialogs and quit engines. The one unforgivable answer is a false `idle`.
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.io.profiles import ENGINES, PaneInfo, classify, draft_is, turn_shows
+from harness.io.terminal_port import ScreenState
+
+SCREENS = Path(__file__).parent / "fixtures" / "screens"
+MANIFEST = json.loads((SCREENS / "manifest.json").read_text())
+IDLE, BUSY, DRAFT, DIALOG, OFFLINE, STARTING = (
+    ScreenState.IDLE,
+    ScreenState.BUSY,
+    ScreenState.DRAFT,
+    ScreenState.DIALOG,
+    ScreenState.OFFLINE,
+    ScreenState.STARTING,
+)
+NBSP = "\xa0"
+CLAUDE_SIGN, CODEX_SIGN = "\u276f", "\u203a"
+
+
+def _screen(name: str) -> str:
+    return (SCREENS / name).read_text(encoding="utf-8")
+
+
+def _pane(data: dict[str, Any] | None) -> PaneInfo | None:
+    if data is None:
+        return None
+    return PaneInfo(dead=data["dead"], command=data["command"], cursor_y=data["cursorY"])
+
+
+# --- conformance: every capture we keep ---------------------------------------------------------------------
+
+
+def test_every_fixture_is_in_the_manifest() -> None:
+    files = {str(p.relative_to(SCREENS)) for p in SCREENS.rglob("*.txt")}
+    assert files == set(MANIFEST)
+    assert {entry["engine"] for entry in MANIFEST.values()} == set(ENGINES)
+
+
+@pytest.mark.parametrize("name", sorted(MANIFEST))
+def test_fixture_classifies_as_expected(name: str) -> None:
+    expected = MANIFEST[name]
+    seen = classify(expected["engine"], _screen(name), _pane(expected.get("pane")))
+    assert (seen.state.value, seen.busy, seen.draft, seen.dialog) == (
+        expected["state"],
+        expected["busy"],
+        expected["draft"],
+        expected["dialog"],
+    ), seen.evidence
+    assert seen.evidence, "every observation says why"
+    assert seen.safe_to_write == (expected["state"] == "idle")
+
+
+# --- Claude Code --------------------------------------------------------------------------------------------
+
+RULE = "\x1b[38;5;244m" + "─" * 80 + "\x1b[39m"
+
+
+def claude(
+    prompt: str = f"{CLAUDE_SIGN}{NBSP}", above: tuple[str, ...] = (), footer: str = "  ? for shortcuts"
+) -> str:
+    return "\n".join([" ▐▛███▜▌   Claude Code v2.1.197", "", *above, "", RULE, prompt, RULE, footer])
+
+
+def test_claude_empty_prompt_is_idle_and_typed_text_is_a_draft() -> None:
+    assert classify("claude", claude()).state is IDLE
+    assert classify("claude", claude(f"{CLAUDE_SIGN} ")).state is IDLE  # a plain space works as well
+    assert classify("claude", claude(f"{CLAUDE_SIGN}{NBSP}x")).state is DRAFT
+
+
+def test_claude_placeholder_suggestion_only_when_dim() -> None:
+    dim = f'{CLAUDE_SIGN}{NBSP}\x1b[2mTry "how does foo.py work?"\x1b[0m'
+    typed = f'{CLAUDE_SIGN}{NBSP}Try "how does foo.py work?"'
+    assert classify("claude", claude(dim)).state is IDLE
+    assert classify("claude", claude(typed)).state is DRAFT
+
+
+@pytest.mark.parametrize("glyph", list("·✢✳✶✻✽*"))
+def test_claude_spinner_over_a_draft_is_busy_and_draft(glyph: str) -> None:
+    screen = claude(f"{CLAUDE_SIGN}{NBSP}typed while it works", above=(f"{glyph} Gitifying…",), footer="")
+    seen = classify("claude", screen)
+    assert (seen.state, seen.busy, seen.draft) == (BUSY, True, True)
+
+
+def test_claude_finished_line_is_not_a_spinner() -> None:
+    assert classify("claude", claude(above=("✻ Cogitated for 6s",))).state is IDLE
+
+
+def test_claude_queued_messages_mean_busy() -> None:
+    screen = claude(above=("✻ Working…", "  Press up to edit queued messages"), footer="")
+    assert classify("claude", screen).state is BUSY
+    assert classify("claude", claude(footer="  Press up to edit queued messages")).state is BUSY
+
+
+def test_claude_folded_paste_is_a_draft() -> None:
+    seen = classify("claude", claude(f"{CLAUDE_SIGN}{NBSP}[Pasted text #1 +5 lines]"))
+    assert seen.state is DRAFT
+    assert draft_is(seen, "any\ntext\nof\nsix\nlines\n!")
+
+
+@pytest.mark.parametrize(
+    "dialog",
+    [
+        ("Do you trust the files in this folder?", f" {CLAUDE_SIGN} 1. Yes, proceed", "   2. No, exit"),
+        (
+            "Detected a custom API key in your environment",
+            "Do you want to use this API key?",
+            f" {CLAUDE_SIGN} 1. Yes",
+        ),
+        (
+            "WARNING: Claude Code running in Bypass Permissions mode",
+            "   1. No, exit",
+            f" {CLAUDE_SIGN} 2. Yes, I accept",
+        ),
+        ("Bash command", "   rm -rf build", "Do you want to proceed?", f" {CLAUDE_SIGN} 1. Yes", "   2. No"),
+    ],
+)
+def test_claude_dialogs(dialog: tuple[str, ...]) -> None:
+    screen = "\n".join([" ▐▛███▜▌   Claude Code v2.1.197", "", RULE, *dialog, "", " Esc to cancel"])
+    assert classify("claude", screen).state is DIALOG
+
+
+def test_claude_dialog_wording_in_old_transcript_does_not_block_forever() -> None:
+    screen = claude(above=("● I asked: Do you want to proceed? (answered)", "", "● done", "", "", ""))
+    assert classify("claude", screen).state is IDLE
+
+
+def test_claude_quit_is_offline() -> None:
+    screen = "\n".join(
+        ["● done", "", "Resume this session with:", "claude --resume 1b2c3d", "root@box:~/project# "]
+    )
+    assert classify("claude", screen).state is OFFLINE
+    assert classify("claude", "root@box:~# ").state is OFFLINE  # a shell prompt where the engine was
+    assert classify("claude", claude(), PaneInfo(dead=True)).state is OFFLINE
+
+
+def test_claude_unknown_or_empty_screen_is_starting() -> None:
+    assert classify("claude", "").state is STARTING
+    assert classify("claude", " ▐▛███▜▌   Claude Code v2.1.197\n\n  Loading…").state is STARTING
+
+
+# --- Codex --------------------------------------------------------------------------------------------------
+
+
+def codex(prompt: str, above: tuple[str, ...] = (), status: str = "  fake-model default · ~/project") -> str:
+    lines = ["", "  >_ OpenAI Codex (v0.171.0)", "", *above, "", prompt, "", status, "  ? for shortcuts"]
+    return "\n".join(lines)
+
+
+PLACEHOLDER = f"\x1b[1m{CODEX_SIGN}\x1b[0m \x1b[2mAsk Codex to do anything\x1b[0m"
+
+
+def test_codex_dim_placeholder_is_idle_and_the_same_text_undimmed_is_a_draft() -> None:
+    assert classify("codex", codex(PLACEHOLDER)).state is IDLE
+    assert classify("codex", codex(f"\x1b[1m{CODEX_SIGN}\x1b[0m Ask Codex to do anything")).state is DRAFT
+    plain = codex(f"{CODEX_SIGN} Ask Codex to do anything")  # no colours at all: cannot tell
+    assert classify("codex", plain).state is STARTING
+
+
+@pytest.mark.parametrize("glyph", ["•", "◦"])
+def test_codex_working_line_is_busy_with_either_glyph(glyph: str) -> None:
+    screen = codex(PLACEHOLDER, above=(f"{glyph} Working (3s • esc to interrupt)",))
+    assert classify("codex", screen).state is BUSY
+    with_draft = codex(
+        f"{CODEX_SIGN} typed meanwhile", above=(f"{glyph} Planning the fix (9s • esc to interrupt)",)
+    )
+    seen = classify("codex", with_draft)
+    assert (seen.state, seen.draft) == (BUSY, True)
+
+
+def test_codex_configurable_footer_is_not_a_draft() -> None:
+    status = "  gpt-5 high · ~/project · main · please @slow @tool @escalate · 73% context left"
+    assert classify("codex", codex(PLACEHOLDER, status=status)).state is IDLE
+
+
+def test_codex_folded_paste_and_multi_line_draft() -> None:
+    assert classify("codex", codex(f"{CODEX_SIGN} [Pasted Content 1960 chars]")).state is DRAFT
+    seen = classify("codex", codex(f"{CODEX_SIGN} first line\n  second line"))
+    assert seen.state is DRAFT and draft_is(seen, "first line\nsecond line")
+
+
+def test_codex_transcript_message_without_composer_is_not_idle() -> None:
+    shaded = f"\x1b[48;5;238m{CODEX_SIGN} earlier question\x1b[49m"
+    assert classify("codex", "\n".join(["", shaded, "", "• Running echo hi"])).state is not IDLE
+
+
+def test_codex_trust_dialog_and_exit() -> None:
+    trust = "\n".join(
+        [
+            "> You are in /root/project",
+            "",
+            "  Do you trust the contents of this directory?",
+            f"{CODEX_SIGN} 1. Yes, continue",
+            "  2. No, quit",
+        ]
+    )
+    assert classify("codex", trust).state is DIALOG
+    quit_ = "\n".join(
+        ["Token usage: total=10 input=5 output=5", "To continue this session, run codex resume 019a", "$ "]
+    )
+    assert classify("codex", quit_).state is OFFLINE
+
+
+# --- Gemini CLI ---------------------------------------------------------------------------------------------
+
+TOP, BOTTOM = "\x1b[38;2;95;95;95m" + "▄" * 80, "▀" * 80 + "\x1b[39m"
+GREY_PLACEHOLDER = "\x1b[38;2;175;175;175m  Type your message or @path/to/file\x1b[39m"
+
+
+def gemini(body: str, above: tuple[str, ...] = ()) -> str:
+    box = [TOP, "\x1b[39m\x1b[48;2;95;95;95m \x1b[38;2;215;175;255m> " + body + "\x1b[49m", BOTTOM]
+    footer = [" workspace (/directory)    sandbox    /model", " ~/project   no sandbox   Auto"]
+    return "\n".join(["", " Gemini CLI v0.61.0", "", *above, "", *box, *footer])
+
+
+def test_gemini_grey_placeholder_is_idle_white_or_black_text_is_a_draft() -> None:
+    assert classify("gemini", gemini(GREY_PLACEHOLDER)).state is IDLE
+    white = "\x1b[38;2;255;255;255mType your message or @path/to/file"
+    black = "\x1b[38;2;0;0;0mType your message or @path/to/file"  # a light theme: never a placeholder
+    assert classify("gemini", gemini(white)).state is DRAFT
+    assert classify("gemini", gemini(black)).state is DRAFT
+    assert classify("gemini", gemini("\x1b[38;2;175;175;175mgrey but not the placeholder")).state is DRAFT
+
+
+@pytest.mark.parametrize("spinner", ["⠋", "⠙", "⠹", "⠧", "⠏"])
+def test_gemini_spinner_is_busy(spinner: str) -> None:
+    screen = gemini(GREY_PLACEHOLDER, above=(f" {spinner} Reticulating splines... (esc to cancel, 4s)",))
+    assert classify("gemini", screen).state is BUSY
+
+
+def test_gemini_folded_paste_is_a_draft() -> None:
+    assert classify("gemini", gemini("[Pasted Text: 6 lines]")).state is DRAFT
+
+
+def test_gemini_transcript_box_is_not_the_composer() -> None:
+    transcript = [TOP, " > please @slow @tool", BOTTOM, "", "✦ working on it", "", "", "", "", "", ""]
+    assert classify("gemini", "\n".join(transcript)).state is not IDLE
+
+
+def test_gemini_trust_dialog() -> None:
+    screen = "\n".join(
+        ["╭──╮", "│ Do you trust the files in this folder? │", "│ ● 1. Trust folder │", "╰──╯"]
+    )
+    assert classify("gemini", screen).state is DIALOG
+
+
+# --- shell --------------------------------------------------------------------------------------------------
+
+
+def test_shell_prompt_states() -> None:
+    assert classify("shell", "agent$ ls\nfile\nagent$ ").state is IDLE
+    assert classify("shell", "agent$ echo typed").state is DRAFT
+    assert classify("shell", "agent$ make\ncompiling...").state is BUSY
+    assert classify("shell", "Overwrite? [y/N] ").state is DIALOG
+    running = PaneInfo(command="sleep", cursor_y=1)
+    assert classify("shell", "agent$ sleep 9", running).state is BUSY
+
+
+def test_shell_multi_line_draft_while_the_shell_reads() -> None:
+    seen = classify("shell", "agent$ echo two\necho lines", PaneInfo(command="bash", cursor_y=1))
+    assert seen.state is DRAFT and draft_is(seen, "echo two\necho lines")
+
+
+# --- never a false idle -------------------------------------------------------------------------------------
+
+TYPED = st.text(st.characters(codec="utf-8", categories=["L", "N", "P", "S"]), min_size=1, max_size=40)
+
+
+def _with_draft(engine: str, typed: str) -> str:
+    if engine == "claude":
+        return _screen("claude-2.1.197/idle.ansi.txt").replace(
+            f"{CLAUDE_SIGN}{NBSP}", f"{CLAUDE_SIGN}{NBSP}{typed}"
+        )
+    if engine == "codex":
+        return _screen("codex-0.171.0/idle.ansi.txt").replace(
+            "\x1b[2mAsk Codex", f"\x1b[0m{typed}\x1b[2mAsk Codex"
+        )
+    return _screen("gemini-0.61.0/idle.ansi.txt").replace(
+        "\x1b[38;2;175;175;175m  Type", f"\x1b[38;2;255;255;255m{typed}\x1b[38;2;175;175;175m  Type"
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(engine=st.sampled_from(["claude", "codex", "gemini"]), typed=TYPED)
+def test_a_typed_draft_is_never_idle(engine: str, typed: str) -> None:
+    seen = classify(engine, _with_draft(engine, typed))
+    assert seen.state is not IDLE, seen.evidence
+
+
+# --- turns --------------------------------------------------------------------------------------------------
+
+
+def test_turn_shows_our_text_followed_by_work() -> None:
+    assert turn_shows("claude", _screen("claude-2.1.197/busy.ansi.txt"), "please @slow @tool")
+    assert turn_shows("claude", _screen("claude-2.1.197/idle-done.ansi.txt"), "please @slow @tool")
+    assert not turn_shows("claude", _screen("claude-2.1.197/idle.ansi.txt"), "please @slow @tool")
+    assert not turn_shows("claude", _screen("claude-2.1.197/busy.ansi.txt"), "another notice")
+    assert turn_shows("codex", _screen("codex-0.171.0/busy.ansi.txt"), "please @slow @tool @escalate")
+    assert turn_shows("gemini", _screen("gemini-0.61.0/idle-done.ansi.txt"), "please @slow @tool")
+    draft = _screen("claude-2.1.197/draft.ansi.txt")
+    assert not turn_shows("claude", draft, "this is a human draft, not submitted")  # in the prompt, not sent
+
+
+# --- the command line ---------------------------------------------------------------------------------------
+
+
+def test_cli_classify_prints_the_contract_fields() -> None:
+    path = SCREENS / "claude-2.1.197" / "busy.ansi.txt"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "agent",
+            "classify",
+            "--engine",
+            "claude",
+            str(path),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result = json.loads(done.stdout)
+    assert set(result) == {"state", "busy", "draft", "dialog", "safeToWrite", "evidence"}
+    assert (result["state"], result["safeToWrite"]) == ("busy", False)
+    readable = subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", "agent", "classify", "--engine", "claude", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert readable.stdout.startswith("busy (not safe to write")
+    wrong = subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", "agent", "classify", "--engine", "vim", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert wrong.returncode == 2

@@ -1,0 +1,224 @@
+# Teams across machines through a real relay with real sealed frames, two nodes with separate data
+# directories. The owner's ledger and the destination's desk are in-process fakes (the daemon is being
+# rewired; see io/remote.py `attach_remote` for what it must call), everything between them is real:
+# pairing, sealing, routing, the CLI gateway and its blocking client.
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import attrs
+import pytest
+import trio
+
+from harness.core import delivery as d
+from harness.core.records import NoticeKind
+from harness.io import pairing
+from harness.io.client import RemoteError
+from harness.io.relay import Relay
+from harness.io.remote import PeerDelivery, RemoteNode, call_remote
+from harness.io.rpc import result_frame
+from harness.io.team_delivery import DeliveryReport, Reporter
+
+TEAM_ID = "team0000000000000000000000000001"
+TEAM_NAME = "Secret Project Name"
+MEMBER_KEY = "memberkey-0123456789abcdef0123456789abcdef"
+BODY = "Which endpoint returns daemon state? (a very private question)"
+ANSWER = "GET /v1/daemon/state, see src/daemon.ts:42 (a very private answer)"
+
+
+class FakeDesk:
+    """A destination desk: records requests, reports every submit as queued/offline, reads as read."""
+
+    def __init__(self, report: Reporter) -> None:
+        self.report = report
+        self.requests: list[object] = []
+
+    async def submit(self, command: d.Submit) -> None:
+        self.requests.append(command)
+        await self.report(DeliveryReport(command.team_id, command.notice_id, "queued", "offline"))
+
+    async def status(self, team_id: str, notice_ids: Sequence[str]) -> list[DeliveryReport]:
+        return [DeliveryReport(team_id, n, "queued", "offline") for n in notice_ids]
+
+    async def hold(self, command: d.Hold) -> None:
+        self.requests.append(command)
+
+    async def release(self, command: d.Release) -> None:
+        self.requests.append(command)
+
+    async def cancel(self, command: d.Withdraw | d.WithdrawMember | d.WithdrawTeam) -> None:
+        self.requests.append(command)
+
+    async def consume(self, command: d.InboxRead | d.AnswerRetrieved) -> None:
+        self.requests.append(command)
+        for notice_id in command.notice_ids if isinstance(command, d.InboxRead) else (command.notice_id,):
+            await self.report(DeliveryReport(TEAM_ID, notice_id, "read", "inbox"))
+
+
+@attrs.define
+class FakeOwner:
+    """The owner's `team` handler: a tiny ledger of one question, answering like the daemon would."""
+
+    frames: list[dict[str, object]] = attrs.Factory(list)
+    reports: list[DeliveryReport] = attrs.Factory(list)
+    answer: str | None = None
+
+    async def handle(self, message: str) -> str | None:
+        frame = json.loads(message)
+        self.frames.append(frame)
+        assert "ownerToken" not in frame
+        assert frame["memberKey"] == MEMBER_KEY
+        if frame["action"] == "reply":
+            self.answer = str(frame["text"])
+        exchange = {
+            "id": "q1",
+            "text": BODY,
+            "state": "answered" if self.answer else "open",
+            "answer": self.answer,
+        }
+        return result_frame(str(frame["requestId"]), exchange)
+
+    async def record(self, report: DeliveryReport) -> None:
+        self.reports.append(report)
+
+
+def submit(notice_id: str, machine: str) -> d.Submit:
+    return d.Submit(
+        1, TEAM_ID, notice_id, NoticeKind.QUESTION, "q1", "m-bob", machine, "agent-bob", 10**13, BODY
+    )
+
+
+@attrs.define
+class World:
+    relay: Relay
+    seen: list[str]
+    owner: FakeOwner
+    node_a: RemoteNode
+    node_b: RemoteNode
+    desk_b: FakeDesk
+    home_a: Path
+    home_b: Path
+    url: str
+
+
+@asynccontextmanager
+async def two_machines(tmp_path: Path) -> AsyncIterator[World]:
+    seen: list[str] = []
+    async with trio.open_nursery() as nursery:
+        relay = Relay(observe=lambda direction, message: seen.append(message))
+        port = await nursery.start(relay.serve, 0)
+        url = f"ws://127.0.0.1:{port}"
+        home_a, home_b = tmp_path / "a", tmp_path / "b"
+        owner = FakeOwner()
+        node_a = RemoteNode(home_a, relay_url=url, retry_min=0.05, retry_max=0.2, log=lambda line: None)
+        node_a.report_local = owner.record
+        await nursery.start(node_a.run, owner.handle)
+        await node_a.wait_connected()
+        await pairing.accept_code(home_b, pairing.create_code(home_a, url).text())
+        node_b = RemoteNode(home_b, retry_min=0.05, retry_max=0.2, log=lambda line: None)
+        desk_b = FakeDesk(node_b.route_report)
+        node_b.local_delivery = desk_b
+        await nursery.start(node_b.run)
+        await node_b.wait_connected()
+        yield World(relay, seen, owner, node_a, node_b, desk_b, home_a, home_b, url)
+        nursery.cancel_scope.cancel()
+
+
+async def eventually(predicate: object, seconds: float = 5.0) -> None:
+    assert callable(predicate)
+    with trio.fail_after(seconds):
+        while not predicate():
+            await trio.sleep(0.01)
+
+
+def cli(world: World, machine: str, action: str, fields: dict[str, object] | None = None) -> object:
+    return call_remote(
+        world.home_b, machine, action, team_id=TEAM_ID, member_key=MEMBER_KEY, fields=fields, timeout=10
+    )
+
+
+async def test_question_reply_continuation_across_machines(tmp_path: Path) -> None:
+    async with two_machines(tmp_path) as world:
+        a_id, b_id = world.node_a.machine_id, world.node_b.machine_id
+        # The owner's ledger owes bob (on machine B) a question notice: team_delivery through the relay.
+        await PeerDelivery(world.node_a, b_id).submit(submit(f"{TEAM_ID}/q1/question", b_id))
+        await eventually(lambda: any(r.state == "queued" for r in world.owner.reports))
+        assert world.desk_b.requests == [submit(f"{TEAM_ID}/q1/question", b_id)]
+        # Bob's CLI on B reads its inbox on the team owned by A (`--machine A`), which the owner turns into an
+        # inbox read at bob's desk, which reports `read` back to the owner.
+        inbox = await trio.to_thread.run_sync(cli, world, a_id, "inbox")
+        assert inbox == {"id": "q1", "text": BODY, "state": "open", "answer": None}
+        await world.node_a.fan_out(d.InboxRead(2, (f"{TEAM_ID}/q1/question",)))
+        await eventually(lambda: any(r.state == "read" for r in world.owner.reports))
+        # Bob replies from B; the owner's ledger records it and the asker's wait on A would now resume.
+        result = await trio.to_thread.run_sync(
+            cli, world, a_id, "reply", {"questionId": "q1", "text": ANSWER}
+        )
+        assert result == {"id": "q1", "text": BODY, "state": "answered", "answer": ANSWER}
+        assert world.owner.answer == ANSWER
+        # Hold and release fan out to the desk that holds the team's notices.
+        await world.node_a.fan_out(d.Hold(3, TEAM_ID))
+        await world.node_a.fan_out(d.Release(4, TEAM_ID))
+        await eventually(lambda: len(world.desk_b.requests) == 4)
+        assert [type(r) for r in world.desk_b.requests] == [d.Submit, d.InboxRead, d.Hold, d.Release]
+        assert await PeerDelivery(world.node_a, b_id).status(TEAM_ID, [f"{TEAM_ID}/q1/question"]) == [
+            DeliveryReport(TEAM_ID, f"{TEAM_ID}/q1/question", "queued", "offline")
+        ]
+    # What the relay saw: routing and ciphertext, never a body, an answer, a key or a team's name or id.
+    everything = "\n".join(world.seen)
+    assert len(world.seen) > 10
+    for secret in (BODY, ANSWER, MEMBER_KEY, TEAM_NAME, TEAM_ID, "memberKey", "questionId", a_id, b_id):
+        assert secret not in everything
+    assert world.relay.stats["frames"] >= 10
+
+
+async def test_retry_reuses_the_request_id_and_is_served_once(tmp_path: Path) -> None:
+    async with two_machines(tmp_path) as world:
+        b_id = world.node_b.machine_id
+        body = {"ch": "delivery", "command": {"type": "hold", "at": 1, "teamId": TEAM_ID}}
+        await PeerDelivery(world.node_a, b_id).submit(submit(f"{TEAM_ID}/q1/question", b_id))
+        await eventually(lambda: len(world.desk_b.requests) == 1)
+        first = await world.node_a.request(b_id, body, request_id="op-1")
+        again = await world.node_a.request(b_id, body, request_id="op-1")  # a lost reply, retried
+        assert first == again
+        assert [type(r) for r in world.desk_b.requests] == [d.Submit, d.Hold]
+        # A desk refuses requests about teams whose notices did not come from that owner.
+        other = {"ch": "delivery", "command": {"type": "hold", "at": 1, "teamId": "someone-elses"}}
+        with pytest.raises(Exception, match="not_found"):
+            await world.node_a.request(b_id, other)
+
+
+async def test_offline_and_unpaired_are_visible(tmp_path: Path) -> None:
+    async with two_machines(tmp_path) as world:
+        a_id, b_id = world.node_a.machine_id, world.node_b.machine_id
+        with pytest.raises(RemoteError) as caught:
+            await trio.to_thread.run_sync(cli, world, "no-such-machine", "inbox")
+        assert caught.value.code == "unpaired"
+        # B goes away: A's notice for it is visibly queued as offline.
+        world.node_b.stop()
+        await eventually(lambda: world.relay.connected() == [world.node_a.identity.address])
+        await PeerDelivery(world.node_a, b_id).submit(submit(f"{TEAM_ID}/q2/question", b_id))
+        await eventually(lambda: any(r.reason == "offline" for r in world.owner.reports))
+        # And a CLI on A asking B's (offline) machine gets a clear `offline`.
+        with pytest.raises(RemoteError) as caught:
+            await trio.to_thread.run_sync(
+                lambda: call_remote(
+                    world.home_a, b_id, "inbox", team_id=TEAM_ID, member_key=MEMBER_KEY, timeout=10
+                )
+            )
+        assert caught.value.code == "offline"
+        assert a_id not in caught.value.detail
+
+
+async def test_frames_from_an_unpaired_machine_are_refused(tmp_path: Path) -> None:
+    async with two_machines(tmp_path) as world:
+        a_id = world.node_a.machine_id
+        pairing.remove_peer(world.home_a, world.node_b.machine_id)  # A forgets B; B still knows A
+        with pytest.raises(RemoteError) as caught:
+            await trio.to_thread.run_sync(cli, world, a_id, "inbox")
+        assert caught.value.code == "unpaired"
+        assert world.node_a.stats["unpaired_frames"] == 1
+        assert world.owner.frames == []

@@ -1,0 +1,267 @@
+# The terminal watch view driven by Textual's pilot against a real daemon on loopback. Textual runs asyncio
+# and the daemon runs trio, so the daemon gets its own thread with its own trio loop; the tests are plain
+# functions that run the pilot with asyncio.run.
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from rich.text import Text
+from textual.widgets import DataTable, Static
+
+from harness.cli.watch import Link, Snapshot, WatchApp
+from harness.io import home as homes
+from harness.io.client import Client
+from harness.io.daemon import Daemon
+
+TEAM = "t1"
+MEMBERS = [
+    {"id": "m-ann", "machineId": "machine-1", "agentId": "agent-ann", "name": "ann", "role": "daemon"},
+    {"id": "m-bob", "machineId": "machine-1", "agentId": "agent-bob", "name": "bob", "role": "phone"},
+]
+
+
+class DaemonThread:
+    """A real daemon in this process, on its own thread and trio loop; stoppable and restartable."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.port = 0
+        self._thread: threading.Thread | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._daemon: Daemon | None = None
+
+    def start(self, port: int = 0) -> DaemonThread:
+        ready = threading.Event()
+
+        async def main() -> None:
+            self._token = trio.lowlevel.current_trio_token()
+            self._daemon = Daemon(self.home, log=lambda line: None)
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self._daemon.run, port)
+                self.port = self._daemon.port
+                ready.set()
+
+        self._thread = threading.Thread(target=trio.run, args=(main,), daemon=True)
+        self._thread.start()
+        assert ready.wait(10), "the daemon did not start"
+        return self
+
+    def stop(self) -> None:
+        assert self._token is not None and self._daemon is not None and self._thread is not None
+        trio.from_thread.run_sync(self._daemon.stop, trio_token=self._token)
+        self._thread.join(10)
+        assert not self._thread.is_alive()
+        assert self._daemon.internal_errors == 0
+
+    def call(self, action: str, **fields: Any) -> Any:
+        with Client(self.port) as client:
+            token = homes.read_owner_token(self.home)
+            return client.request(action, team_id=TEAM, owner_token=token, fields=fields)
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[DaemonThread]:
+    running = DaemonThread(tmp_path / "home").start()
+    with Client(running.port) as client:
+        token = homes.read_owner_token(running.home)
+        client.request("create", owner_token=token, fields={"id": TEAM, "name": "Build", "members": MEMBERS})
+    yield running
+    running.stop()
+
+
+def ask(daemon: DaemonThread, qid: str, text: str) -> None:
+    daemon.call("ask", id=qid, to="bob", text=text, **{"from": "m-ann"})
+
+
+async def until(condition: Callable[[], bool], pilot: Any, seconds: float = 10) -> None:
+    for _ in range(int(seconds / 0.05)):
+        if condition():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError("condition not reached")
+
+
+def plain(app: WatchApp, selector: str) -> str:
+    content = app.query_one(selector, Static).render()
+    return content.plain if isinstance(content, Text) else str(content)
+
+
+def run(app: WatchApp, scenario: Callable[[Any], Awaitable[None]], size: tuple[int, int]) -> None:
+    async def main() -> None:
+        async with app.run_test(size=size) as pilot:
+            await scenario(pilot)
+
+    asyncio.run(main())
+
+
+def test_keys_select_refresh_and_quit(daemon: DaemonThread) -> None:
+    for n in range(3):
+        ask(daemon, f"q{n}", f"question number {n}")
+    app = WatchApp(daemon.home, TEAM)
+
+    async def scenario(pilot: Any) -> None:
+        await until(lambda: app.revision >= 0 and app.link == "live", pilot)
+        table = app.query_one("#exchanges", DataTable)
+        assert table.row_count == 3
+        assert app.selected == "q2"  # newest first
+        assert "question number 2" in plain(app, "#detail-text")
+        await pilot.press("j")
+        assert app.selected == "q1"
+        await pilot.press("down")
+        assert app.selected == "q0"
+        await pilot.press("k")
+        assert app.selected == "q1"
+        await pilot.press("up")
+        assert app.selected == "q2"
+        await pilot.press("j")
+        # A reply arrives: the live subscription shows it and the selection stays on q1.
+        before = app.revision
+        daemon.call("reply", questionId="q1", text="the answer is 42", evidence=["io/x.py:1"], memberId="bob")
+        await until(lambda: app.revision > before, pilot)
+        assert app.selected == "q1"
+        detail = plain(app, "#detail-text")
+        assert "the answer is 42" in detail and "evidence: io/x.py:1" in detail
+        assert "question: answered" in detail
+        # Question state and delivery state are separate columns.
+        row = table.get_row("q1")
+        assert row[0] == "answered"
+        assert str(row[1]).split()[0] in {"queued", "held", "delivered", "withdrawn", "expired"}
+        # `r` refreshes from a fresh `get`; the same revision changes nothing.
+        shown = app.revision
+        await pilot.press("r")
+        await pilot.pause(0.3)
+        assert app.revision == shown and app.link == "live"
+        await pilot.press("q")
+        assert not app.is_running
+
+    run(app, scenario, (140, 40))
+
+
+def test_escape_closes(daemon: DaemonThread) -> None:
+    app = WatchApp(daemon.home, TEAM)
+
+    async def scenario(pilot: Any) -> None:
+        await until(lambda: app.link == "live", pilot)
+        await pilot.press("escape")
+        assert not app.is_running
+
+    run(app, scenario, (100, 30))
+
+
+def test_an_older_revision_is_ignored(tmp_path: Path) -> None:
+    app = WatchApp(tmp_path, TEAM, subscribe=False)
+    team = {"id": TEAM, "name": "Build", "state": "active", "members": [], "exchanges": []}
+
+    async def scenario(pilot: Any) -> None:
+        app.post_message(Snapshot({**team, "revision": 5, "name": "five"}))
+        await pilot.pause()
+        app.post_message(Snapshot({**team, "revision": 3, "name": "three"}))
+        app.post_message(Snapshot({**team, "revision": 5, "name": "five again"}))
+        app.post_message(Snapshot({**team, "id": "other", "revision": 9, "name": "other team"}))
+        await pilot.pause()
+        assert app.revision == 5 and "five  t1" in plain(app, "#title")
+        app.post_message(Snapshot({**team, "revision": 6, "name": "six"}))
+        await pilot.pause()
+        assert "six  t1" in plain(app, "#title")
+
+    run(app, scenario, (80, 24))
+
+
+def test_reconnects_after_a_daemon_restart(daemon: DaemonThread) -> None:
+    ask(daemon, "q0", "before the restart")
+    app = WatchApp(daemon.home, TEAM)
+
+    async def scenario(pilot: Any) -> None:
+        await until(lambda: app.link == "live" and app.revision >= 0, pilot)
+        revision = app.revision
+        await asyncio.to_thread(daemon.stop)
+        await until(lambda: app.link == "gone", pilot)
+        link = plain(app, "#link")
+        assert "daemon not reachable" in link and f"revision {revision}" in link
+        assert "[last known]" in plain(app, "#title")
+        # The old view stays while the daemon is away.
+        assert app.query_one("#exchanges", DataTable).row_count == 1
+        await asyncio.to_thread(daemon.start)  # a new port: found again through daemon.json
+        await asyncio.to_thread(ask, daemon, "q1", "after the restart")
+        await until(lambda: app.link == "live" and app.revision > revision, pilot)
+        assert app.query_one("#exchanges", DataTable).row_count == 2
+        assert "[last known]" not in plain(app, "#title")
+
+    run(app, scenario, (120, 30))
+
+
+def test_an_old_daemon_is_explained(tmp_path: Path) -> None:
+    app = WatchApp(tmp_path, TEAM, subscribe=False)
+
+    async def scenario(pilot: Any) -> None:
+        app.post_message(Link("incompatible", "the daemon is older (protocol revision 1) than this client"))
+        await pilot.pause()
+        assert "too old for this client" in plain(app, "#link")
+        assert app.query_one("#link", Static).has_class("-incompatible")
+
+    run(app, scenario, (80, 24))
+
+
+@pytest.mark.parametrize("width", [60, 160])
+def test_narrow_and_wide_layouts(daemon: DaemonThread, width: int) -> None:
+    ask(daemon, "q0", "a question with quite a long text " * 6)
+    daemon.call("reply", questionId="q0", text="an answer", memberId="bob")
+    app = WatchApp(daemon.home, TEAM)
+
+    async def scenario(pilot: Any) -> None:
+        await until(lambda: app.revision >= 0 and app.link == "live", pilot)
+        await pilot.pause(0.1)
+        lists = app.query_one("#lists").region
+        detail = app.query_one("#detail").region
+        table = app.query_one("#exchanges", DataTable).region
+        assert table.height >= 2 and detail.height >= 3
+        for region in (lists, detail):
+            assert region.x >= 0 and region.right <= width
+        if width < 100:  # stacked: the detail sits under the lists
+            assert app.screen.has_class("-narrow") and detail.y >= lists.bottom
+        else:  # side by side
+            assert app.screen.has_class("-wide") and detail.x >= lists.right and detail.y == lists.y
+        assert "an answer" in plain(app, "#detail-text")
+        # The two state columns come first, so they are visible even at 60 columns.
+        assert app.query_one("#exchanges", DataTable).get_row("q0")[0] == "answered"
+
+    run(app, scenario, (width, 30))
+
+
+def test_the_roster_shows_what_the_daemon_sees_of_local_terminals(daemon: DaemonThread) -> None:
+    here = homes.machine_id(daemon.home)
+    daemon.call("add", id="m-cat", machineId=here, agentId="agent-cat", name="cat")
+    app = WatchApp(daemon.home, TEAM)
+
+    async def scenario(pilot: Any) -> None:
+        roster = app.query_one("#roster", DataTable)
+        await until(lambda: app.observations.get("m-cat") == "not registered", pilot)
+        await pilot.pause()
+        assert roster.get_row("m-cat")[2] == "not registered"
+        assert roster.get_row("m-ann")[2] == "-"  # on another machine: nothing to observe from here
+
+    run(app, scenario, (120, 30))
+
+
+def test_redirected_output_refuses_and_points_to_get_json(tmp_path: Path) -> None:
+    env = {**os.environ, "HARNESS_HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", "team", "--team", TEAM, "watch"],
+        capture_output=True,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert f"harness team --team {TEAM} get --json" in done.stderr

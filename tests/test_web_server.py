@@ -1,0 +1,150 @@
+# The page server's guards without a browser: what it serves, whom it refuses, and what it will relay.
+# A real daemon in this trio loop; the page side is a plain WebSocket client that sends what a page would.
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import trio
+from trio_websocket import ConnectionClosed, HandshakeError, WebSocketConnection, wrap_client_stream
+
+from harness.io import home as homes
+from harness.io.client import Client
+from harness.io.daemon import Daemon
+from harness.io.web import REFUSED, WebServer
+
+TEAM = "t1"
+MEMBERS = [{"id": "m-ann", "machineId": "machine-1", "agentId": "agent-ann", "name": "ann"}]
+
+
+@asynccontextmanager
+async def serving(tmp_path: Path) -> AsyncIterator[tuple[Daemon, WebServer]]:
+    home = tmp_path / "home"
+    daemon = Daemon(home, log=lambda line: None)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(daemon.run, 0)
+
+        def create() -> None:
+            with Client(daemon.port) as client:
+                token = homes.read_owner_token(home)
+                client.request(
+                    "create", owner_token=token, fields={"id": TEAM, "name": "B", "members": MEMBERS}
+                )
+
+        await trio.to_thread.run_sync(create)
+        server = WebServer(home, TEAM)
+        await nursery.start(server.run, 0)
+        try:
+            yield daemon, server
+        finally:
+            daemon.stop()
+            nursery.cancel_scope.cancel()
+    assert daemon.internal_errors == 0
+
+
+async def http_get(port: int, path: str, host: str | None = None) -> tuple[int, dict[str, str], bytes]:
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    async with stream:
+        request = f"GET {path} HTTP/1.1\r\nHost: {host or f'127.0.0.1:{port}'}\r\n\r\n"
+        await stream.send_all(request.encode())
+        data = b""
+        while chunk := await stream.receive_some(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    headers = dict(line.lower().split(": ", 1) for line in lines[1:])
+    return int(lines[0].split()[1]), headers, body
+
+
+@asynccontextmanager
+async def page(server: WebServer, origin: str | None = None) -> AsyncIterator[WebSocketConnection]:
+    """A page's socket. The stream is closed here: trio-websocket's own client leaves it open when the server
+    is the side that closes."""
+    headers = [(b"origin", (origin or f"http://127.0.0.1:{server.port}").encode())]
+    stream = await trio.open_tcp_stream("127.0.0.1", server.port)
+    async with stream, trio.open_nursery() as nursery:
+        ws = await wrap_client_stream(
+            nursery, stream, f"127.0.0.1:{server.port}", "/ws", extra_headers=headers
+        )
+        try:
+            yield ws
+        finally:
+            await ws.aclose()
+            nursery.cancel_scope.cancel()
+
+
+async def frames_until(ws: WebSocketConnection, kind: str) -> dict[str, Any]:
+    with trio.fail_after(10):
+        while True:
+            frame: dict[str, Any] = json.loads(await ws.get_message())
+            if frame.get("type") == kind:
+                return frame
+
+
+async def test_static_files_carry_a_strict_policy_and_nothing_else_is_served(tmp_path: Path) -> None:
+    async with serving(tmp_path) as (_, server):
+        status, headers, body = await http_get(server.port, "/")
+        assert status == 200 and b'<script type="module" src="/app.js">' in body
+        assert "script-src 'self'" in headers["content-security-policy"]
+        assert headers["cache-control"] == "no-store" and headers["referrer-policy"] == "no-referrer"
+        for path in ("/app.js", "/app.css"):
+            assert (await http_get(server.port, path))[0] == 200
+        assert (await http_get(server.port, "/../pyproject.toml"))[0] == 404
+        assert (await http_get(server.port, "/owner-token"))[0] == 404
+        # Another name that resolves here (DNS rebinding) gets nothing.
+        assert (await http_get(server.port, "/", host="evil.example:80"))[0] == 421
+
+
+async def test_a_foreign_origin_cannot_open_the_socket(tmp_path: Path) -> None:
+    rejected = False
+    async with serving(tmp_path) as (_, server):
+        try:
+            async with page(server, origin="http://evil.example"):
+                raise AssertionError("a foreign origin was let in")
+        except* HandshakeError:
+            rejected = True
+    assert rejected
+
+
+async def test_the_ticket_is_spent_once_and_the_session_reconnects(tmp_path: Path) -> None:
+    async with serving(tmp_path) as (_, server):
+        ticket = server.mint_ticket()
+        async with page(server) as ws:
+            await ws.send_message(json.dumps({"type": "hello", "ticket": ticket}))
+            hello = await frames_until(ws, "web_hello")
+            assert hello["teamId"] == TEAM
+            assert (await frames_until(ws, "web_link"))["state"] == "live"
+        async with page(server) as ws:
+            await ws.send_message(json.dumps({"type": "hello", "ticket": ticket}))
+            assert "already used" in (await frames_until(ws, "web_refused"))["detail"]
+            try:
+                await ws.get_message()
+            except ConnectionClosed as closed:
+                assert closed.reason.code == REFUSED
+        async with page(server) as ws:
+            await ws.send_message(json.dumps({"type": "hello", "session": hello["session"]}))
+            assert (await frames_until(ws, "web_link"))["state"] == "live"
+
+
+async def test_only_the_pages_actions_on_its_own_team_are_relayed(tmp_path: Path) -> None:
+    async with serving(tmp_path) as (_, server), page(server) as ws:
+        await ws.send_message(json.dumps({"type": "hello", "ticket": server.mint_ticket()}))
+        await frames_until(ws, "web_link")
+
+        async def ask(action: str, **fields: Any) -> dict[str, Any]:
+            request = {"type": "team", "requestId": f"r-{action}", "action": action, **fields}
+            await ws.send_message(json.dumps(request))
+            return await frames_until(ws, "team_result")
+
+        # A member key never reaches the page, nor do membership edits or asks.
+        for action in ("key", "add", "remove", "ask", "reply", "create", "list"):
+            reply = await ask(action, memberId="m-ann")
+            assert reply["error"] == "unauthorized", reply
+        # The page's team is the server's, whatever the frame says; the owner token is added here.
+        got = await ask("get", teamId="another-team", ownerToken="forged")
+        assert got["result"]["id"] == TEAM
+        paused = await ask("pause")
+        assert paused["result"]["state"] == "paused"
