@@ -19,6 +19,7 @@ from pathlib import Path
 
 import trio
 
+from harness.core.limits import DEFAULT_LIMITS
 from harness.io.profiles import classify
 from harness.io.tmux import ControlRunner, ProcessRunner, Runner, capture, kill_server, new_session, paste
 
@@ -81,6 +82,9 @@ async def paste_latency(runner: Runner, n: int) -> None:
     print(f"  load-buffer + paste-buffer -p until visible  {_quantiles(samples)}")
 
 
+SETTLE_S = DEFAULT_LIMITS.write_settle_ms / 1000 + 0.3
+
+
 async def ask_latency(socket: str, asks: int, poll_ms: int) -> None:
     from harness.io import home as homes
     from harness.io.agents import AgentRegistry
@@ -133,6 +137,9 @@ async def ask_latency(socket: str, asks: int, poll_ms: int) -> None:
                     != "answered"
                 ):
                     time.sleep(0.01)
+                # The goal is about an idle recipient: let the desk's settle time after the last paste pass
+                # (a pane that was written into within write_settle_ms is, deliberately, not yet "idle").
+                time.sleep(SETTLE_S)
             return samples
 
     async with trio.open_nursery() as nursery:
@@ -144,7 +151,8 @@ async def ask_latency(socket: str, asks: int, poll_ms: int) -> None:
                 await made_terminals.aclose()
             await runner.aclose()
             daemon.stop()
-    print(f"  desk poll {poll_ms} ms (the first question waited for the fresh agent to settle)")
+    print(f"  desk poll {poll_ms} ms; each ask waits {SETTLE_S:.1f} s after the last answer (idle recipient)")
+    print("  (the first question also waited for the fresh agent's screen to settle)")
     print(f"  first ask -> visible  {samples[0] * 1e3:8.1f} ms")
     print(f"  later asks -> visible {_quantiles(samples[1:])}")
 
