@@ -107,7 +107,7 @@ def _map(entries: Mapping[str, Node]) -> Node:
     return ("m", tuple(entries.items()))
 
 
-@functools.lru_cache(maxsize=1 << 18, typed=True)  # typed: True and 1 are different values here
+@functools.lru_cache(maxsize=1 << 16, typed=True)  # typed: True and 1 are different values here
 def _node(value: Any) -> Node:
     if attrs.has(type(value)):
         fields = {field.name: _node(getattr(value, field.name)) for field in attrs.fields(type(value))}
@@ -133,7 +133,7 @@ def _rename(text: str, renaming: Renaming) -> str:
     return TOKEN.sub(lambda m: table.get(m.group(0), m.group(0)), text) if table else text
 
 
-@functools.lru_cache(maxsize=1 << 18)
+@functools.lru_cache(maxsize=1 << 14)  # serializations are large; parts recur mostly among close states
 def _text(node: Node, renaming: Renaming) -> str:
     kind, body = node
     if kind == "s":

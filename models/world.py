@@ -52,7 +52,7 @@ StepSystem = Callable[[System, Action, Limits], Accepted[System] | Rejected]
 DecideWait = Callable[[Team, str, object, int, int], WaitDecision | None]
 
 
-@functools.lru_cache(maxsize=1 << 18)
+@functools.lru_cache(maxsize=1 << 16)
 def real_step_system(system: System, action: Action, limits: Limits) -> Accepted[System] | Rejected:
     """The real composed reducers. Memoized: many explored worlds share a system and differ only in their
     screens or clock, and a step is a pure function of its arguments."""
