@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from tests.engines.fake_model import FakeModelClient
 
@@ -109,7 +109,7 @@ def looks_busy(plain: str) -> bool:
 
 
 def _claude_setup(
-    home: Path, workdir: Path, env: dict[str, str], skip_permissions: bool, trusted: bool
+    home: Path, workdir: Path, env: dict[str, str], skip_permissions: bool, trusted: bool, *, port: int
 ) -> list[str]:
     config = {
         "hasCompletedOnboarding": True,
@@ -124,7 +124,7 @@ def _claude_setup(
     (home / ".claude").mkdir(exist_ok=True)
     env.update(
         {
-            "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{FAKE_PORT}",
+            "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}",
             "ANTHROPIC_AUTH_TOKEN": "fake-token-for-loopback",
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
             "DISABLE_AUTOUPDATER": "1",
@@ -138,7 +138,7 @@ def _claude_setup(
 
 
 def _codex_setup(
-    home: Path, workdir: Path, env: dict[str, str], skip_permissions: bool, trusted: bool
+    home: Path, workdir: Path, env: dict[str, str], skip_permissions: bool, trusted: bool, *, port: int
 ) -> list[str]:
     codex_home = home / ".codex"
     codex_home.mkdir()
@@ -159,7 +159,7 @@ model_provider = "fake"
 
 [model_providers.fake]
 name = "fake"
-base_url = "http://127.0.0.1:{FAKE_PORT}/v1"
+base_url = "http://127.0.0.1:{port}/v1"
 env_key = "FAKE_MODEL_API_KEY"
 wire_api = "responses"
 request_max_retries = 0
@@ -181,7 +181,7 @@ tool_suggest = false
 
 
 def _gemini_setup(
-    home: Path, workdir: Path, env: dict[str, str], skip_permissions: bool, trusted: bool
+    home: Path, workdir: Path, env: dict[str, str], skip_permissions: bool, trusted: bool, *, port: int
 ) -> list[str]:
     settings_dir = home / ".gemini"
     settings_dir.mkdir()
@@ -196,7 +196,7 @@ def _gemini_setup(
     env.update(
         {
             "GEMINI_API_KEY": "fake-key-for-loopback",
-            "GOOGLE_GEMINI_BASE_URL": f"http://127.0.0.1:{FAKE_PORT}",
+            "GOOGLE_GEMINI_BASE_URL": f"http://127.0.0.1:{port}",
             "GEMINI_CLI_NO_RELAUNCH": "true",
         }
     )
@@ -206,7 +206,22 @@ def _gemini_setup(
     return command
 
 
-SETUP: dict[str, Callable[[Path, Path, dict[str, str], bool, bool], list[str]]] = {
+class Setup(Protocol):
+    def __call__(
+        self,
+        home: Path,
+        workdir: Path,
+        env: dict[str, str],
+        skip_permissions: bool,
+        trusted: bool,
+        *,
+        port: int,
+    ) -> list[str]:
+        """Write the engine's config under `home`, extend `env`, return its argv (fake model on `port`)."""
+        ...
+
+
+SETUP: dict[str, Setup] = {
     "claude": _claude_setup,
     "codex": _codex_setup,
     "gemini": _gemini_setup,
@@ -394,7 +409,7 @@ def launch(
         "NO_UPDATE_NOTIFIER": "1",
     }
     (root / "tmp").mkdir()
-    command = SETUP[engine](home, workdir, env, skip_permissions, trusted)
+    command = SETUP[engine](home, workdir, env, skip_permissions, trusted, port=FAKE_PORT)
     env.update(extra_env or {})
     fake = [
         sys.executable,
