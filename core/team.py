@@ -219,6 +219,62 @@ def _commit(ledger: Ledger, before: Team, outcome: Accepted[Team]) -> Accepted[L
     )
 
 
+# --- the notices a team owes -------------------------------------------------------------------------------
+
+
+def introduction_notice(team: Team, member: Membership, limits: Limits) -> SubmitNotice:
+    return _notice(team, member.id, NoticeKind.INTRODUCTION, member, member.joined_at + limits.notice_ttl_ms)
+
+
+def question_notice(team: Team, exchange: Exchange) -> SubmitNotice:
+    return _notice(team, exchange.id, NoticeKind.QUESTION, team.members[exchange.to], exchange.deadline_at)
+
+
+def answer_notice(team: Team, exchange: Exchange, limits: Limits) -> SubmitNotice:
+    assert exchange.answer is not None
+    expires_at = exchange.answer.at + limits.notice_ttl_ms
+    return _notice(team, exchange.id, NoticeKind.ANSWER, team.members[exchange.from_], expires_at)
+
+
+def _notice(team: Team, subject_id: str, kind: NoticeKind, to: Membership, expires_at: int) -> SubmitNotice:
+    return SubmitNotice(
+        team.id,
+        notice_id(team.id, subject_id, kind),
+        kind,
+        subject_id,
+        to.id,
+        to.machine_id,
+        to.agent_id,
+        expires_at,
+    )
+
+
+def _resumes_asker(team: Team, exchange: Exchange) -> bool:
+    """An on-time answer owes its asker a continuation, unless it asked for none or never asked itself."""
+    asker = team.members[exchange.from_]
+    return exchange.notify and not exchange.by_user and asker.state is MembershipState.ACTIVE
+
+
+def owed_notices(team: Team, limits: Limits = DEFAULT_LIMITS) -> tuple[SubmitNotice, ...]:
+    """Every notice the team still owes a terminal, derived from the ledger alone: what a daemon resubmits
+    after a crash that came between a durable ledger change and its destination's durable submit.
+    Destinations deduplicate by notice id, so resubmitting one they already hold is harmless."""
+    if team.state is T.ARCHIVED:
+        return ()
+    owed = [
+        introduction_notice(team, member, limits)
+        for member_id in team.member_order
+        if (member := team.members[member_id]).state is MembershipState.ACTIVE
+    ]
+    for exchange_id in team.exchange_order:
+        exchange = team.exchanges[exchange_id]
+        if exchange.state is Q.OPEN and team.members[exchange.to].state is MembershipState.ACTIVE:
+            owed.append(question_notice(team, exchange))
+        elif exchange.state is Q.ANSWERED and _resumes_asker(team, exchange):  # answered: on time (T3)
+            owed.append(answer_notice(team, exchange, limits))
+    return tuple(owed)
+
+
 # --- idempotent repeats -------------------------------------------------------------------------------------
 
 
@@ -402,17 +458,7 @@ def _admit_member(
         member_order=(*team.member_order, member.id),
         keys=team.keys.set(new.key, member.id),
     )
-    intro = SubmitNotice(
-        team.id,
-        notice_id(team.id, member.id, NoticeKind.INTRODUCTION),
-        NoticeKind.INTRODUCTION,
-        member.id,
-        member.id,
-        member.machine_id,
-        member.agent_id,
-        at + limits.notice_ttl_ms,
-    )
-    return team, intro
+    return team, introduction_notice(team, member, limits)
 
 
 def _add_member(team: Team, command: AddMember, actor: Membership | None, limits: Limits) -> TeamOutcome:
@@ -563,17 +609,7 @@ def _ask(team: Team, command: Ask, actor: Membership | None, limits: Limits) -> 
         open_deadlines=tuple(deadlines),
         recent_asks=(*recent, command.at),
     )
-    notice = SubmitNotice(
-        team.id,
-        notice_id(team.id, exchange.id, NoticeKind.QUESTION),
-        NoticeKind.QUESTION,
-        exchange.id,
-        recipient.id,
-        recipient.machine_id,
-        recipient.agent_id,
-        deadline,
-    )
-    return Accepted(team, exchange, effects=(notice,))
+    return Accepted(team, exchange, effects=(question_notice(team, exchange),))
 
 
 def _end_question(team: Team, exchange: Exchange, event: QuestionEvent, at: int) -> tuple[Team, Exchange]:
@@ -650,20 +686,8 @@ def _reply(team: Team, command: Reply, actor: Membership | None, limits: Limits)
     ended = replace(ended, answer=answer)
     team = replace(team, exchanges=team.exchanges.set(ended.id, ended))
     effects: list[object] = [WithdrawNotice(team.id, notice_id(team.id, ended.id, NoticeKind.QUESTION))]
-    asker = team.members[ended.from_]
-    if ended.notify and not ended.by_user and asker.state is MembershipState.ACTIVE:
-        effects.append(
-            SubmitNotice(
-                team.id,
-                notice_id(team.id, ended.id, NoticeKind.ANSWER),
-                NoticeKind.ANSWER,
-                ended.id,
-                asker.id,
-                asker.machine_id,
-                asker.agent_id,
-                command.at + limits.notice_ttl_ms,
-            )
-        )
+    if _resumes_asker(team, ended):
+        effects.append(answer_notice(team, ended, limits))
     return Accepted(team, ended, (QuestionEnded(team.id, ended.id, ended.state),), tuple(effects))
 
 

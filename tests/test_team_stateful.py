@@ -12,13 +12,14 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from harness.core import commands as c
+from harness.core import effects as fx
 from harness.core.codec import command_from_json, command_to_json, from_json, to_json
 from harness.core.errors import Rejected
 from harness.core.invariants import check_step, ledger_violations, repeat_violations
 from harness.core.limits import Limits
 from harness.core.outcome import Accepted
 from harness.core.records import EMPTY_LEDGER, Ledger, QuestionState
-from harness.core.team import step
+from harness.core.team import owed_notices, step
 
 LIMITS = Limits(memberships=6, exchanges=14, pending_per_sender=3, asks_per_minute=6, parent_chain=3)
 TEAM = "t"
@@ -36,6 +37,7 @@ class TeamLedgerMachine(RuleBasedStateMachine):
         self.now = 1_000
         self.accepted_asks: dict[str, c.Ask] = {}
         self.next_member = 4
+        self.owed: dict[str, fx.SubmitNotice] = {}
 
     def apply(self, command: c.TeamCommand) -> Accepted[Ledger] | Rejected:
         before = self.ledger
@@ -49,9 +51,22 @@ class TeamLedgerMachine(RuleBasedStateMachine):
             return outcome
         assert not repeat_violations(outcome.state, command, outcome, LIMITS)
         self.ledger = outcome.state
+        self.track_notices(outcome.effects)
         if isinstance(command, c.Ask) and outcome.changed:
             self.accepted_asks[command.id] = command
         return outcome
+
+    def track_notices(self, effects: tuple[object, ...]) -> None:
+        """What a destination would hold unsent if it obeyed every effect: submits minus withdrawals."""
+        for effect in effects:
+            if isinstance(effect, fx.SubmitNotice):
+                self.owed[effect.notice_id] = effect
+            elif isinstance(effect, fx.WithdrawNotice):
+                self.owed.pop(effect.notice_id, None)
+            elif isinstance(effect, fx.WithdrawMember):
+                self.owed = {k: n for k, n in self.owed.items() if n.membership_id != effect.membership_id}
+            elif isinstance(effect, fx.WithdrawTeam):
+                self.owed.clear()
 
     def at(self, advance: int = 1) -> int:
         self.now += advance
@@ -173,6 +188,14 @@ class TeamLedgerMachine(RuleBasedStateMachine):
         if not self.ledger.teams:
             return
         assert ledger_violations(self.ledger, LIMITS) == []
+
+    @invariant()
+    def owed_notices_are_what_the_effects_left_owed(self) -> None:
+        # A daemon that crashed between a ledger change and its destination's submit resubmits owed_notices:
+        # they must be exactly the notices the reducer's effects submitted and did not withdraw.
+        team = self.ledger.teams.get(TEAM)
+        if team is not None:
+            assert {n.notice_id: n for n in owed_notices(team, LIMITS)} == self.owed
 
     @invariant()
     def no_accepted_ask_vanishes(self) -> None:
