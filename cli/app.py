@@ -45,21 +45,33 @@ PortOpt = Annotated[int | None, typer.Option("--port", help="Daemon port (defaul
 KeyOpt = Annotated[
     str | None, typer.Option("--key", envvar=MEMBER_KEY_ENV, help="Private member key (acts as that member).")
 ]
+MachineOpt = Annotated[
+    str | None,
+    typer.Option("--machine", help="The paired machine that owns the team (through this daemon's relay)."),
+]
 TeamOpt = Annotated[str | None, typer.Option("--team", help="Team id.")]
 TextOpt = Annotated[str | None, typer.Argument(metavar="TEXT")]
 TextFileOpt = Annotated[Path | None, typer.Option("--text-file", help="Read TEXT from a file (- for stdin).")]
 QuestionArg = Annotated[str, typer.Argument(metavar="QUESTION_ID")]
 
 
-def _opts(ctx: typer.Context, json_out: bool, home: str | None, port: int | None, key: str | None) -> Options:
+def _opts(
+    ctx: typer.Context,
+    json_out: bool,
+    home: str | None,
+    port: int | None,
+    key: str | None,
+    *,
+    machine: str | None = None,
+) -> Options:
     base = ctx.obj if isinstance(ctx.obj, Options) else Options()
-    return base.merge(json_out, home, port, key)
+    return base.merge(json_out, home, port, key, machine)
 
 
 def _team(ctx: typer.Context, name: str, values: dict[str, Any], *common: Any) -> None:
-    """Run team command `name`; `common` is (json_out, home, port, key) as given on the subcommand."""
-    json_out, home, port, key = common
-    commands.SPECS[name].run(_opts(ctx, json_out, home, port, key), values)
+    """Run team command `name`; `common` is (json_out, home, port, key, machine) as given on it."""
+    json_out, home, port, key, machine = common
+    commands.SPECS[name].run(_opts(ctx, json_out, home, port, key, machine=machine), values)
 
 
 # --- harness team -------------------------------------------------------------------------------------------
@@ -74,8 +86,9 @@ def team_options(
     home: HomeOpt = None,
     port: PortOpt = None,
     key: KeyOpt = None,
+    machine: MachineOpt = None,
 ) -> None:
-    opts = Options().merge(json_out, home, port, key)
+    opts = Options().merge(json_out, home, port, key, machine)
     opts.team = team
     ctx.obj = opts
 
@@ -91,9 +104,10 @@ def create(
     home: HomeOpt = None,
     port: PortOpt = None,
     key: KeyOpt = None,
+    machine: MachineOpt = None,
 ) -> None:
     """Create a team (idempotent by its id; one is drawn when the file has none)."""
-    _team(ctx, "create", {"file": file}, json_out, home, port, key)
+    _team(ctx, "create", {"file": file}, json_out, home, port, key, machine)
 
 
 @team_app.command("list")
@@ -104,9 +118,10 @@ def list_teams(
     home: HomeOpt = None,
     port: PortOpt = None,
     key: KeyOpt = None,
+    machine: MachineOpt = None,
 ) -> None:
     """Every team this daemon owns."""
-    _team(ctx, "list", {}, json_out, home, port, key)
+    _team(ctx, "list", {}, json_out, home, port, key, machine)
 
 
 @team_app.command()
@@ -117,9 +132,10 @@ def get(
     home: HomeOpt = None,
     port: PortOpt = None,
     key: KeyOpt = None,
+    machine: MachineOpt = None,
 ) -> None:
     """The team's snapshot: roster and exchanges (never a member key)."""
-    _team(ctx, "get", {}, json_out, home, port, key)
+    _team(ctx, "get", {}, json_out, home, port, key, machine)
 
 
 @team_app.command()
@@ -130,9 +146,10 @@ def members(
     home: HomeOpt = None,
     port: PortOpt = None,
     key: KeyOpt = None,
+    machine: MachineOpt = None,
 ) -> None:
     """The roster with membership ids (use them for --from, --member, remove)."""
-    _team(ctx, "members", {}, json_out, home, port, key)
+    _team(ctx, "members", {}, json_out, home, port, key, machine)
 
 
 @team_app.command()
@@ -144,9 +161,10 @@ def add(
     home: HomeOpt = None,
     port: PortOpt = None,
     key: KeyOpt = None,
+    machine: MachineOpt = None,
 ) -> None:
     """Add a member (idempotent by its id; one is drawn when the file has none)."""
-    _team(ctx, "add", {"file": file}, json_out, home, port, key)
+    _team(ctx, "add", {"file": file}, json_out, home, port, key, machine)
 
 
 @team_app.command()
@@ -158,9 +176,10 @@ def remove(
     home: HomeOpt = None,
     port: PortOpt = None,
     key: KeyOpt = None,
+    machine: MachineOpt = None,
 ) -> None:
     """Remove a member; its key stops working, its exchanges stay attributable."""
-    _team(ctx, "remove", {"membership_id": membership_id}, json_out, home, port, key)
+    _team(ctx, "remove", {"membership_id": membership_id}, json_out, home, port, key, machine)
 
 
 @team_app.command("key")
@@ -172,9 +191,10 @@ def member_key(
     home: HomeOpt = None,
     port: PortOpt = None,
     key: KeyOpt = None,
+    machine: MachineOpt = None,
 ) -> None:
     """Owner only: a member's private key and the command prefix for its introduction."""
-    _team(ctx, "key", {"member": member}, json_out, home, port, key)
+    _team(ctx, "key", {"member": member}, json_out, home, port, key, machine)
 
 
 @team_app.command()
@@ -185,9 +205,10 @@ def pause(
     home: HomeOpt = None,
     port: PortOpt = None,
     key: KeyOpt = None,
+    machine: MachineOpt = None,
 ) -> None:
     """Hold new questions and unsent notices."""
-    _team(ctx, "pause", {}, json_out, home, port, key)
+    _team(ctx, "pause", {}, json_out, home, port, key, machine)
 
 
 @team_app.command()
@@ -198,9 +219,10 @@ def resume(
     home: HomeOpt = None,
     port: PortOpt = None,
     key: KeyOpt = None,
+    machine: MachineOpt = None,
 ) -> None:
     """Release held work."""
-    _team(ctx, "resume", {}, json_out, home, port, key)
+    _team(ctx, "resume", {}, json_out, home, port, key, machine)
 
 
 @team_app.command()
@@ -211,9 +233,10 @@ def archive(
     home: HomeOpt = None,
     port: PortOpt = None,
     key: KeyOpt = None,
+    machine: MachineOpt = None,
 ) -> None:
     """Keep the record, cancel pending work."""
-    _team(ctx, "archive", {}, json_out, home, port, key)
+    _team(ctx, "archive", {}, json_out, home, port, key, machine)
 
 
 @team_app.command()
@@ -239,6 +262,7 @@ def ask(
     home: HomeOpt = None,
     port: PortOpt = None,
     key: KeyOpt = None,
+    machine: MachineOpt = None,
 ) -> None:
     """Ask a teammate; the operation id becomes the question id."""
     values = {
@@ -252,7 +276,7 @@ def ask(
         "text_file": text_file,
         "from_member": from_member,
     }
-    _team(ctx, "ask", values, json_out, home, port, key)
+    _team(ctx, "ask", values, json_out, home, port, key, machine)
 
 
 @team_app.command()
@@ -272,6 +296,7 @@ def reply(
     home: HomeOpt = None,
     port: PortOpt = None,
     key: KeyOpt = None,
+    machine: MachineOpt = None,
 ) -> None:
     """Answer a question addressed to you (the only way a question is answered)."""
     values = {
@@ -281,7 +306,7 @@ def reply(
         "text_file": text_file,
         "member": member,
     }
-    _team(ctx, "reply", values, json_out, home, port, key)
+    _team(ctx, "reply", values, json_out, home, port, key, machine)
 
 
 @team_app.command()
@@ -292,9 +317,10 @@ def inbox(
     home: HomeOpt = None,
     port: PortOpt = None,
     key: KeyOpt = None,
+    machine: MachineOpt = None,
 ) -> None:
     """Questions waiting for you and recent answers to yours."""
-    _team(ctx, "inbox", {}, json_out, home, port, key)
+    _team(ctx, "inbox", {}, json_out, home, port, key, machine)
 
 
 @team_app.command()
@@ -306,9 +332,10 @@ def status(
     home: HomeOpt = None,
     port: PortOpt = None,
     key: KeyOpt = None,
+    machine: MachineOpt = None,
 ) -> None:
     """One exchange, or every exchange you may see."""
-    _team(ctx, "status", {"question_id": question_id}, json_out, home, port, key)
+    _team(ctx, "status", {"question_id": question_id}, json_out, home, port, key, machine)
 
 
 @team_app.command()
@@ -323,9 +350,10 @@ def wait(
     home: HomeOpt = None,
     port: PortOpt = None,
     key: KeyOpt = None,
+    machine: MachineOpt = None,
 ) -> None:
     """Block until the question is answered or ends, a question for you arrives, or time runs out."""
-    _team(ctx, "wait", {"question_id": question_id, "seconds": seconds}, json_out, home, port, key)
+    _team(ctx, "wait", {"question_id": question_id, "seconds": seconds}, json_out, home, port, key, machine)
 
 
 @team_app.command()
@@ -337,9 +365,10 @@ def cancel(
     home: HomeOpt = None,
     port: PortOpt = None,
     key: KeyOpt = None,
+    machine: MachineOpt = None,
 ) -> None:
     """Cancel your open question (withdraws its unsent notice; never interrupts the peer)."""
-    _team(ctx, "cancel", {"question_id": question_id}, json_out, home, port, key)
+    _team(ctx, "cancel", {"question_id": question_id}, json_out, home, port, key, machine)
 
 
 @team_app.command()
@@ -350,9 +379,10 @@ def capabilities(
     home: HomeOpt = None,
     port: PortOpt = None,
     key: KeyOpt = None,
+    machine: MachineOpt = None,
 ) -> None:
     """What the daemon speaks: {"protocol": "team.v1", ...}."""
-    _team(ctx, "capabilities", {}, json_out, home, port, key)
+    _team(ctx, "capabilities", {}, json_out, home, port, key, machine)
 
 
 @team_app.command()

@@ -10,7 +10,13 @@
 #   Readers see only durable state; nothing leaves the process before the command that caused it is on disk.
 # - The delivery worker turns each team effect into the desk command of its destination (the routing of
 #   `harness.core.system`) and hands it over `team_delivery`: to this machine's desk runner, which journals it
-#   before acting and reports delivery states back as RecordDelivery commands.
+#   before acting and reports delivery states back as RecordDelivery commands, or, for a member on a paired
+#   machine, to that machine's desk through the sealed relay (io/remote.py). Team-wide requests (hold,
+#   release, withdrawals) also fan out to every paired machine holding notices of the team.
+# - The remote node always runs beside the desk (one loopback gateway and an idle relay loop until a relay is
+#   configured), so `harness pair` works against a running daemon. Through it, members on paired machines
+#   send their `team` frames here (answered as a local connection would, never with owner authority), and
+#   this machine's desk reports notices of teams owned elsewhere back to their owners.
 # - A handler that loses its client keeps waiting (shielded), so a disconnect never cancels or repeats work.
 # - Shutdown stops intake first, then lets every queued command become durable before the stores close.
 from __future__ import annotations
@@ -89,6 +95,7 @@ from harness.io.journal import (
     ledger_store_dir,
     ledgers_dir,
 )
+from harness.io.remote import RemoteNode, attach_remote
 from harness.io.rpc import (
     ACTIONS,
     BAD_REQUEST,
@@ -103,7 +110,13 @@ from harness.io.rpc import (
     result_frame,
     snapshot_frame,
 )
-from harness.io.team_delivery import DeliveryReport, OwnerRequest, TeamDelivery, command_prefix
+from harness.io.team_delivery import (
+    DeliveryReport,
+    OwnerRequest,
+    TeamDelivery,
+    command_prefix,
+    remote_command_prefix,
+)
 from harness.io.team_delivery import request as delivery_request
 from harness.io.terminal_port import Terminals
 
@@ -229,6 +242,7 @@ class Daemon:
         checkpoint_policy: CheckpointPolicy | None = None,
         terminals: Callable[[AgentRegistry], Terminals] | None = None,
         runner_timing: RunnerTiming | None = None,
+        remote: Callable[[Path], RemoteNode] | None = None,
         log: Callable[[str], None] | None = None,
     ) -> None:
         self.home = home
@@ -243,6 +257,9 @@ class Daemon:
         self.agents = AgentRegistry(home / REGISTRY_FILE)  # loaded in `run`
         self.desk: DeskRunner | None = None  # this machine's delivery desk, opened in `run`
         self._log = log or (lambda line: print(f"harness daemon: {line}", file=sys.stderr, flush=True))
+        # Built in `run`, once the data directory exists (tests pass faster reconnects).
+        self._new_node = remote or (lambda home: RemoteNode(home, log=self._log))
+        self.node: RemoteNode | None = None
         self._token = ""
         self.working: Ledger = EMPTY_LEDGER  # stepped, maybe not yet durable: only the ledger task reads it
         self.durable: Ledger = EMPTY_LEDGER  # what readers see
@@ -278,10 +295,13 @@ class Daemon:
             self.agents = AgentRegistry.load(self.home)
             if self.agents.unavailable is not None:
                 self._log(f"agent registry: {self.agents.unavailable}")
+            self.node = self._new_node(self.home)
+            # Now, not only in attach_remote: the desk reports as it opens, about teams owned here too.
+            self.node.report_local = self.report
             self.desk = DeskRunner(
                 self.home,
                 self.machine_id,
-                self._report,
+                self.node.route_report,  # reports about teams owned elsewhere go back to their owner
                 None if self._terminals is None else self._terminals(self.agents),
                 limits=self.limits,
                 clock=self.clock,
@@ -305,8 +325,9 @@ class Daemon:
         async with trio.open_nursery() as core:
             core.start_soon(self._ledger_task, tickets_send, core)
             core.start_soon(self._finisher, tickets_receive)
-            assert self.desk is not None
+            assert self.desk is not None and self.node is not None
             await core.start(self.desk.run)
+            await core.start(attach_remote, self, self.node)
             core.start_soon(self._delivery_worker)
             with trio.CancelScope() as self._stop_scope:
                 if self._stop_requested:
@@ -328,7 +349,10 @@ class Daemon:
                     self._log(f"listening on {HOST}:{self.port} (home {self.home}, pid {os.getpid()})")
                     task_status.started(self)
             # Intake is closed: the ledger drains its queue, then the finisher and the delivery worker theirs.
+            # Peers' requests would only be refused now, and notices still in its outboxes are owed in the
+            # durable ledger, so the remote node stops at once.
             await self._send.aclose()
+            self.node.stop()
         self._log("stopped; every accepted command is durable")
 
     def info(self) -> dict[str, Any]:
@@ -449,7 +473,7 @@ class Daemon:
             elif isinstance(
                 effect, SubmitNotice | WithdrawNotice | HoldTeam | ReleaseTeam | WithdrawTeam | WithdrawMember
             ):
-                prefix = partial(command_prefix, self.home)
+                prefix = partial(self._command_prefix, outcome.state)
                 command = desk_command(outcome.state, effect, pending.command.at, self.limits, prefix)
                 machine = command.machine_id if isinstance(command, d.Submit) else None
                 self._work_send.send_nowait((machine, command))
@@ -521,17 +545,18 @@ class Daemon:
             if deadline is not None and team_id not in self._timers:
                 self._timers[team_id] = deadline
 
-    async def _report(self, report: DeliveryReport) -> None:
+    async def report(self, report: DeliveryReport) -> None:
+        """Record a destination's report (this desk's, or a paired machine's) in the owner ledger."""
         command = RecordDelivery(0, report.team_id, report.notice_id, report.state, report.reason)
         # Shutting down: a lost observation is one the destination reports again after the restart.
         with contextlib.suppress(trio.ClosedResourceError):
             await self._send.send(Pending(command))
 
     def _destination(self, machine_id: str | None) -> TeamDelivery | None:
-        """Where a request for `machine_id` goes; None: no route to that machine (yet)."""
+        """Where a request for `machine_id` goes; None: no route to that machine (not paired)."""
         if machine_id is None or machine_id == self.machine_id:
             return self.desk
-        return None
+        return None if self.node is None else self.node.destination(machine_id)
 
     async def _delivery_worker(self) -> None:
         async for machine_id, command in self._work_receive:
@@ -540,7 +565,9 @@ class Daemon:
                 await delivery_request(destination, command)
             elif isinstance(command, d.Submit):  # owed, visibly waiting for a route to its machine
                 queued = d.DeliveryState.QUEUED.value
-                await self._report(DeliveryReport(command.team_id, command.notice_id, queued, UNPAIRED))
+                await self.report(DeliveryReport(command.team_id, command.notice_id, queued, UNPAIRED))
+            if machine_id is None and self.node is not None:  # team-wide: paired desks holding its notices
+                await self.node.fan_out(command)
         # Every request of an accepted command was handed over; now the desk may stop looking.
         if self.desk is not None:
             self.desk.stop()
@@ -578,13 +605,27 @@ class Daemon:
         finally:
             slots.release()
 
-    async def _answer(self, ws: WebSocketConnection, message: str | bytes) -> str | None:
+    async def answer_frame(self, message: str) -> str | None:
+        """One `team` frame from a member on a paired machine (the remote node strips owner tokens). A fault
+        of this daemon is not raised, which would take the remote node and the daemon down: None says that
+        no answer exists, and the member's CLI reports the outcome as uncertain, as for a local connection."""
+        try:
+            return await self._answer(None, message)
+        except Exception:
+            self.internal_errors += 1
+            self._log("internal error while serving a remote request:\n" + traceback.format_exc())
+            return None
+
+    async def _answer(self, ws: WebSocketConnection | None, message: str | bytes) -> str | None:
+        """The reply frame to one request; `ws` is None for remote frames, which cannot subscribe."""
         try:
             request = parse_request(message)
         except FrameError as error:
             return error_frame(error.request_id, BAD_REQUEST, error.detail)
         try:
             if request.action == "subscribe":
+                if ws is None:
+                    raise ActionError(BAD_REQUEST, "subscribe needs a connection to the owner's daemon")
                 await self._subscribe(ws, request)
                 return None
             return result_frame(request.request_id, await self._dispatch(request))
@@ -741,8 +782,18 @@ class Daemon:
             "memberId": member.id,
             "name": member.name,
             "memberKey": key,
-            "command": command_prefix(self.home, team.id, key),
+            "command": self._command_prefix(self.durable, team.id, key),
         }
+
+    def _command_prefix(self, ledger: Ledger, team_id: str, member_key: str) -> str:
+        """The shell prefix a member's introduction teaches: this data directory for a member on this machine;
+        a member on a paired machine calls its own daemon, which carries the call here (`--machine`)."""
+        team = ledger.teams.get(team_id)
+        member_id = None if team is None else team.keys.get(member_key)
+        member = None if team is None or member_id is None else team.members.get(member_id)
+        if member is not None and member.machine_id != self.machine_id:
+            return remote_command_prefix(self.machine_id, team_id, member_key)
+        return command_prefix(self.home, team_id, member_key)
 
     async def _lifecycle(self, command: TeamCommand) -> object:
         team = await self._run(command)
@@ -923,10 +974,13 @@ class Daemon:
         await ws.send_message(result_frame(request.request_id, team_view(team)))
         revision = team.revision
         while True:
+            # Register for the next change before looking: a commit during the send above would otherwise
+            # find no event to set, and this watcher would miss it until some later change.
             changed = self._changed.setdefault(team.id, trio.Event())
-            await changed.wait()
             team = self._team(request)
-            if team.revision != revision:  # watchers want the latest, not every step between
+            if team.revision == revision:
+                await changed.wait()
+            else:  # watchers want the latest, not every step between
                 revision = team.revision
                 await ws.send_message(snapshot_frame(request.request_id, team_view(team)))
 

@@ -540,6 +540,8 @@ class RemoteNode:
                 "frame": error_frame(request_id, OFFLINE, "this machine owns no teams (no daemon attached)")
             }
         reply = await self._handle_team(json.dumps(frame, ensure_ascii=False))
+        if reply is None:  # the owner has no answer (its fault, logged there): the outcome is unknown
+            return {"error": UNCERTAIN, "detail": "the owning daemon failed while serving the request"}
         return {"frame": reply}
 
     async def _execute_delivery(self, peer: pairing.Peer, data: object) -> dict[str, Any]:
@@ -630,6 +632,9 @@ class RemoteNode:
         except RemoteUnavailable as error:
             reply = error_frame(request_id, error.code, error.detail)
         except RemoteRefused as error:
+            if error.code == UNCERTAIN:
+                await ws.aclose(1011, f"uncertain: {error.detail}"[:120])
+                return
             reply = error_frame(request_id, error.code, error.detail)
         except RemoteUncertain as error:
             # No answer is the honest answer: the client reports an uncertain outcome (exit 4).
@@ -703,7 +708,7 @@ class RemoteHost(Protocol):
         """Record a destination's report in the owner ledger (the daemon's RecordDelivery path)."""
 
     async def answer_frame(self, message: str) -> str | None:
-        """Answer one `team` frame as a local connection would (None for subscribe)."""
+        """Answer one `team` frame as a local connection would; None when no answer exists (a fault)."""
 
 
 async def attach_remote(

@@ -79,3 +79,9 @@ async def request(delivery: TeamDelivery, command: OwnerRequest) -> None:
 def command_prefix(home: Path, team_id: str, member_key: str) -> str:
     """The exact shell prefix a member's introduction teaches; it carries the member's private key."""
     return f"harness team --home {shlex.quote(str(home))} --team {shlex.quote(team_id)} --key {member_key}"
+
+
+def remote_command_prefix(owner_machine: str, team_id: str, member_key: str) -> str:
+    """The prefix for a member on a paired machine: its daemon's gateway carries each call to the owner."""
+    machine, team = shlex.quote(owner_machine), shlex.quote(team_id)
+    return f"harness team --machine {machine} --team {team} --key {member_key}"

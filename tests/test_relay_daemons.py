@@ -1,0 +1,167 @@
+# Teams across machines end to end: a real relay on 127.0.0.1 and two real daemons with separate data
+# directories, paired the way `harness pair create` / `pair accept` pair them. Daemon A owns the team; its
+# member bob lives on machine B, whose desk (no terminals here, so notices wait as `offline`) receives bob's
+# notices sealed through the relay and reports their states back to A's ledger. Bob answers from B with the
+# CLI's `--machine A`. The relay must see routing and ciphertext only.
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from harness.core.records import NoticeKind
+from harness.io import home as homes
+from harness.io import pairing
+from harness.io.client import Client
+from harness.io.daemon import Daemon
+from harness.io.relay import Relay
+from harness.io.remote import RemoteNode, call_remote
+
+TEAM_ID = "team0000000000000000000000000042"
+TEAM_NAME = "Secret Project Name"
+BODY = "Which endpoint returns daemon state? (a very private question)"
+ANSWER = "GET /v1/daemon/state, see src/daemon.ts:42 (a very private answer)"
+HARNESS = [sys.executable, "-m", "harness.cli.main"]
+
+
+def fast_node(home: Path) -> RemoteNode:
+    """The daemons' remote node, reconnecting quickly (a relay configured after start is found at once)."""
+    return RemoteNode(home, retry_min=0.05, retry_max=0.2, log=lambda line: None)
+
+
+@attrs.define
+class World:
+    seen: list[str]
+    a: Daemon
+    b: Daemon
+
+
+@asynccontextmanager
+async def two_daemons(tmp_path: Path) -> AsyncIterator[World]:
+    seen: list[str] = []
+    async with trio.open_nursery() as nursery:
+        relay = Relay(observe=lambda direction, message: seen.append(message))
+        url = f"ws://127.0.0.1:{await nursery.start(relay.serve, 0)}"
+        a = Daemon(tmp_path / "a", remote=fast_node, log=lambda line: None)
+        b = Daemon(tmp_path / "b", remote=fast_node, log=lambda line: None)
+        async with trio.open_nursery() as daemons:
+            await daemons.start(a.run, 0)
+            await daemons.start(b.run, 0)
+            # Paired while both run, as people do: `pair create` on A names the relay, `pair accept` on B.
+            code = pairing.create_code(a.home, url)
+            assert a.node is not None and b.node is not None
+            await a.node.wait_connected()
+            await pairing.accept_code(b.home, code.text())
+            await b.node.wait_connected()
+            try:
+                yield World(seen, a, b)
+            finally:
+                a.stop()
+                b.stop()
+        nursery.cancel_scope.cancel()  # the daemons are down: the relay goes too
+    assert a.internal_errors == b.internal_errors == 0
+
+
+def request(daemon: Daemon, action: str, key: str | None = None, **fields: Any) -> Any:
+    """A `team` request to `daemon` as a local client (the owner unless `key` is given)."""
+    token = None if key else homes.read_owner_token(daemon.home)
+    team_id = None if action == "create" else TEAM_ID
+    with Client(daemon.port) as client:
+        return client.request(action, team_id=team_id, member_key=key, owner_token=token, fields=fields)
+
+
+def harness(home: Path, *args: str) -> tuple[int, Any]:
+    env = {k: v for k, v in os.environ.items() if k not in {"HARNESS_MEMBER_KEY", "HARNESS_HOME"}}
+    done = subprocess.run(
+        [*HARNESS, *args, "--home", str(home), "--json"], env=env, capture_output=True, text=True, check=False
+    )
+    return done.returncode, json.loads(done.stdout)
+
+
+async def eventually(predicate: Callable[[], bool], seconds: float = 10.0) -> None:
+    with trio.fail_after(seconds):
+        while not predicate():
+            await trio.sleep(0.02)
+
+
+def desk_state(daemon: Daemon, notice_id: str) -> str | None:
+    assert daemon.desk is not None
+    notice = daemon.desk.desk.notices.get(notice_id)
+    return None if notice is None else notice.state.value
+
+
+async def test_a_question_and_its_answer_cross_machines_sealed(tmp_path: Path) -> None:
+    async with two_daemons(tmp_path) as world:
+        a, b = world.a, world.b
+        call = trio.to_thread.run_sync
+        members = [
+            {"machineId": a.machine_id, "agentId": "agent-alice", "name": "alice"},
+            {"machineId": b.machine_id, "agentId": "agent-bob", "name": "bob"},
+        ]
+        await call(lambda: request(a, "create", id=TEAM_ID, name=TEAM_NAME, members=members))
+        alice = (await call(lambda: request(a, "key", memberId="alice")))["memberKey"]
+        bob_view = await call(lambda: request(a, "key", memberId="bob"))
+        bob = bob_view["memberKey"]
+        # Bob's introduction teaches the command that works on his machine: through its daemon, to A.
+        assert bob_view["command"] == f"harness team --machine {a.machine_id} --team {TEAM_ID} --key {bob}"
+
+        await call(lambda: request(a, "ask", alice, id="q1", to="bob", text=BODY))
+        question = f"{TEAM_ID}/q1/{NoticeKind.QUESTION.value}"
+        # B's desk holds the notice (sealed through the relay) and reports it back: queued, no terminal.
+        await eventually(lambda: desk_state(b, question) == "queued")
+        assert desk_state(a, question) is None
+
+        def owner_sees(state: str) -> bool:
+            delivery = a.durable.teams[TEAM_ID].exchanges["q1"].delivery
+            return delivery is not None and delivery.state == state and delivery.reason != "unpaired"
+
+        await eventually(lambda: owner_sees("queued"))
+
+        # Bob reads his inbox from B (library gateway call), and the owner tells B's desk it was read.
+        inbox = await call(
+            lambda: call_remote(b.home, a.machine_id, "inbox", team_id=TEAM_ID, member_key=bob, timeout=10)
+        )
+        assert [q["id"] for q in inbox["questions"]] == ["q1"]
+        await eventually(lambda: desk_state(b, question) not in {None, "queued"})
+        moot = desk_state(b, question)
+        assert moot is not None
+        await eventually(lambda: owner_sees(moot))
+
+        # Hold and release fan out to B, whose desk holds a second question for bob.
+        await call(lambda: request(a, "ask", alice, id="q2", to="bob", text=BODY + " (2)"))
+        second = f"{TEAM_ID}/q2/{NoticeKind.QUESTION.value}"
+        await eventually(lambda: desk_state(b, second) == "queued")
+        await call(lambda: request(a, "pause"))
+        await eventually(lambda: desk_state(b, second) == "held")
+        await call(lambda: request(a, "resume"))
+        await eventually(lambda: desk_state(b, second) == "queued")
+
+        # Bob replies with the CLI on B (`--machine A`); the owner records it and alice's wait ends with it.
+        def bob_cli(*args: str) -> tuple[int, Any]:
+            return harness(b.home, "team", "--team", TEAM_ID, "--machine", a.machine_id, "--key", bob, *args)
+
+        status, replied = await call(bob_cli, "reply", "q1", ANSWER)
+        assert status == 0, replied
+        assert replied["state"] == "answered" and replied["answer"]["text"] == ANSWER
+        woke = await call(lambda: request(a, "wait", alice, questionId="q1", seconds=5))
+        assert woke["reason"] == "answered" and woke["exchange"]["answer"]["text"] == ANSWER
+        assert woke["exchange"]["answer"]["author"] == bob_view["memberId"]
+        # A member on B never gets owner authority: owner-only actions are refused through the relay.
+        status, refused = await call(bob_cli, "get")
+        assert (status, refused["error"]) == (1, "unauthorized")
+        elsewhere = ("team", "--team", TEAM_ID, "--machine", "not-paired", "--key", bob, "inbox")
+        status, unpaired = await call(harness, b.home, *elsewhere)
+        assert (status, unpaired["error"]) == (1, "unpaired")
+
+    everything = "\n".join(world.seen)
+    assert len(world.seen) > 10
+    for secret in (BODY, ANSWER, alice, bob, TEAM_NAME, TEAM_ID, "memberKey", a.machine_id, b.machine_id):
+        assert secret not in everything
