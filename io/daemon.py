@@ -82,7 +82,7 @@ from harness.core.outcome import Accepted, reject
 from harness.core.queries import decide_wait, inbox, reader, status, visible_exchange, waiter_for
 from harness.core.records import EMPTY_LEDGER, Exchange, Ledger, Membership, NoticeKind, QuestionState, Team
 from harness.core.system import AtDesk, System, answer_retrieved_action, desk_command, inbox_read_action
-from harness.core.team import next_deadline, resolve_member, step
+from harness.core.team import next_deadline, owed_notices, resolve_member, step
 from harness.io import home as homes
 from harness.io.agents import REGISTRY_FILE, AgentError, AgentRegistry, entry_view
 from harness.io.desk_runner import DeskRunner, RunnerTiming
@@ -327,6 +327,7 @@ class Daemon:
             core.start_soon(self._finisher, tickets_receive)
             assert self.desk is not None and self.node is not None
             await core.start(self.desk.run)
+            self._resubmit_owed()
             await core.start(attach_remote, self, self.node)
             core.start_soon(self._delivery_worker)
             with trio.CancelScope() as self._stop_scope:
@@ -551,6 +552,24 @@ class Daemon:
         # Shutting down: a lost observation is one the destination reports again after the restart.
         with contextlib.suppress(trio.ClosedResourceError):
             await self._send.send(Pending(command))
+
+    def _resubmit_owed(self) -> None:
+        """Hand this machine's desk every notice the ledgers owe it that it never received.
+
+        A crash can fall between a ledger change made durable and the desk's own durable submit of the
+        notice that change owed; the ledger still owes it (core `owed_notices`). Notices the desk already
+        holds are left alone, whatever became of them."""
+        assert self.desk is not None
+        at = self.clock()
+        held = self.desk.desk.notices
+        for team_id, team in self.durable.teams.items():
+            if team_id in self.unavailable:
+                continue
+            prefix = partial(self._command_prefix, self.durable)
+            for effect in owed_notices(team, self.limits):
+                if effect.machine_id == self.machine_id and effect.notice_id not in held:
+                    command = desk_command(self.durable, effect, at, self.limits, prefix)
+                    self._work_send.send_nowait((effect.machine_id, command))
 
     def _destination(self, machine_id: str | None) -> TeamDelivery | None:
         """Where a request for `machine_id` goes; None: no route to that machine (not paired)."""

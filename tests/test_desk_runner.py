@@ -248,3 +248,24 @@ async def test_agent_registry_actions(tmp_path: Path) -> None:
     async with running(tmp_path) as daemon:
         owner = await Api.open(daemon)
         assert [a["name"] for a in (await owner("agent_list"))["agents"]] == ["bob"]
+
+
+async def test_notices_the_desk_never_received_are_resubmitted_after_a_restart(tmp_path: Path) -> None:
+    # The crash gap: the ledger made a question durable, the desk never journaled its submit. Losing the
+    # desk's journal reproduces exactly that state on the next start.
+    fake = FakeTerminals({"agent-alice": S.BUSY, "agent-bob": S.BUSY})
+    async with desk_daemon(tmp_path, fake) as daemon:
+        _, keys = await local_team(daemon)
+        alice = await Api.open(daemon, keys["alice"])
+        await alice("ask", "t1", id="q1", to="bob", text="still owed after the crash?")
+        await until(lambda: is_(question_delivery(daemon, "q1"), "queued"))
+    for entry in delivery_store_dir(tmp_path).iterdir():
+        entry.unlink()
+    fake.screens["agent-bob"] = S.IDLE
+    async with desk_daemon(tmp_path, fake) as daemon:
+        assert daemon.desk is not None
+        await until(lambda: is_(question_delivery(daemon, "q1"), "delivered"))
+        members = daemon.durable.teams["t1"].members.values()
+        owed = {"t1/q1/question"} | {f"t1/{member.id}/introduction" for member in members}
+        assert set(daemon.desk.desk.notices) == owed
+        assert [text for text in fake.written_to("agent-bob") if "still owed" in text] != []
