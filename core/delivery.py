@@ -470,13 +470,6 @@ def fresh_idle(session: Session, now: int, limits: Limits) -> bool:
     )
 
 
-def session_reason(session: Session, now: int, limits: Limits) -> Reason:
-    """Why the head of the session's queue waits at `now` (READY: it need not)."""
-    return _reason(
-        session.writing, session.observed, session.observed_at, session.idle_after, now=now, limits=limits
-    )
-
-
 def _reason(
     writing: str | None,
     observed: Observed | None,
@@ -769,7 +762,7 @@ def _submit(desk: Desk, command: Submit, limits: Limits) -> Accepted[Desk] | Rej
         )
     txn = _Txn(desk, command.at, limits)
     work = txn.session(command.agent_id)
-    if len(work.queue) + len(work.held) + (work.writing is not None) >= limits.queued_per_agent:
+    if unsent_count(work.before) >= limits.queued_per_agent:  # nothing of this step has touched it yet
         return reject(
             E.BOUND_EXCEEDED,
             f"agent {command.agent_id!r} already has {limits.queued_per_agent} queued or in-flight notices",

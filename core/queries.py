@@ -10,7 +10,7 @@ import attrs
 from .errors import ErrorCode, Rejected
 from .limits import DEFAULT_LIMITS, Limits
 from .outcome import reject
-from .records import Exchange, Membership, MembershipState, QuestionState, Team
+from .records import Exchange, Membership, QuestionState, Team
 from .team import actor_of
 
 
@@ -104,11 +104,3 @@ def decide_wait(team: Team, waiter_id: str, exchange: Exchange, now: int, until:
 def waiter_for(team: Team, viewer: Membership | None, exchange: Exchange) -> str:
     """Whose incoming questions break a wait: the waiting member's, or for the owner the asker's."""
     return viewer.id if viewer is not None else exchange.from_
-
-
-def active_members(team: Team) -> tuple[Membership, ...]:
-    return tuple(
-        member
-        for member_id in team.member_order
-        if (member := team.members[member_id]).state is MembershipState.ACTIVE
-    )

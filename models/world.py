@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
 import attrs
@@ -45,7 +45,7 @@ from harness.core.system import (
 )
 from harness.core.values import replace
 
-from .checker import Transition, Violation
+from .checker import Violation
 
 TEAM = "t"
 StepSystem = Callable[[System, Action, Limits], Accepted[System] | Rejected]
@@ -617,10 +617,6 @@ def describe(world: World) -> dict[str, str]:
     return facts
 
 
-def to_transition(label: str, world: World) -> Transition[World]:
-    return Transition(label, world, ())
-
-
 __all__ = [
     "ALWAYS",
     "EVENTUALLY",
@@ -635,10 +631,6 @@ __all__ = [
     "initial_world",
     "successors",
 ]
-
-
-def _hashable(world: World) -> Hashable:
-    return world
 
 
 def canonical_world(world: World) -> World:
