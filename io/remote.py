@@ -180,6 +180,7 @@ class RemoteNode:
         self._done: collections.OrderedDict[tuple[str, str], dict[str, Any]] = collections.OrderedDict()
         self._running: dict[tuple[str, str], trio.Event] = {}
         self._inbound = 0
+        self._last_refusal: tuple[str, str] | None = None
         self._outboxes: dict[str, _Outbox] = {}
         # Remembered across restarts: the owner of each remote team whose notices this desk holds (reports
         # go back there) and, for teams owned here, the machines that hold their notices (fan-out).
@@ -360,11 +361,12 @@ class RemoteNode:
         try:
             message = json.loads(self._receiver(peer).open(frame.blob))
         except SealError as error:
-            self.stats[f"refused_{error.reason}"] += 1
+            self._refused(peer, error.reason, str(error))
             return
         except ValueError:
-            self.stats["refused_malformed"] += 1
+            self._refused(peer, "malformed", "the opened frame is not JSON")
             return
+        self._last_refusal = None
         if not isinstance(message, dict):
             return
         if message.get("k") == "res":
@@ -381,6 +383,13 @@ class RemoteNode:
                 return
             self._inbound += 1
             self._nursery.start_soon(self._serve_request, peer, message)
+
+    def _refused(self, peer: pairing.Peer, reason: str, detail: str) -> None:
+        """A frame that changed nothing: counted, and logged once per reason in a row (a flood: one line)."""
+        self.stats[f"refused_{reason}"] += 1
+        if self._last_refusal != (peer.address, reason):
+            self._last_refusal = (peer.address, reason)
+            self._log(f"refused a sealed frame from machine {peer.machine_id} ({detail})")
 
     # --- requests out --------------------------------------------------------------------------------------
 
