@@ -721,22 +721,20 @@ def step(desk: Desk, command: DeskCommand, limits: Limits = DEFAULT_LIMITS) -> A
 def _submit(desk: Desk, command: Submit, limits: Limits) -> Accepted[Desk] | Rejected:
     existing = desk.notices.get(command.notice_id)
     if existing is not None:
+        # The id names the notice. A restatement after a restart may render it differently (the roster grew)
+        # and is still the notice this desk holds, whatever became of it; a different notice is a conflict.
         same = (
             existing.team_id,
             existing.kind,
             existing.subject_id,
             existing.membership_id,
             existing.agent_id,
-            existing.expires_at,
-            existing.text,
         ) == (
             command.team_id,
             command.kind,
             command.subject_id,
             command.membership_id,
             command.agent_id,
-            command.expires_at,
-            command.text,
         )
         if same and command.machine_id == desk.machine_id:
             return unchanged(desk, existing)

@@ -275,6 +275,32 @@ def owed_notices(team: Team, limits: Limits = DEFAULT_LIMITS) -> tuple[SubmitNot
     return tuple(owed)
 
 
+RestatedEffect = HoldTeam | ReleaseTeam | WithdrawTeam | WithdrawMember | WithdrawNotice | SubmitNotice
+
+
+def restatement(team: Team, limits: Limits = DEFAULT_LIMITS) -> tuple[RestatedEffect, ...]:
+    """Everything a destination must have been told about the team, derived from the ledger alone, in the
+    order to tell it: whether it is held (or withdrawn, archived), the memberships and question notices that
+    are moot, then every owed notice. A daemon restates it after a restart, since a crash can fall between a
+    durable ledger change and the destination's durable receipt of any effect; each desk command is
+    idempotent, so restating what a desk already has changes nothing there."""
+    if team.state is T.ARCHIVED:
+        return (WithdrawTeam(team.id),)
+    effects: list[RestatedEffect] = [HoldTeam(team.id) if team.state is T.PAUSED else ReleaseTeam(team.id)]
+    effects.extend(
+        WithdrawMember(team.id, member_id)
+        for member_id in team.member_order
+        if team.members[member_id].state is MembershipState.REMOVED
+    )
+    effects.extend(
+        WithdrawNotice(team.id, notice_id(team.id, exchange_id, NoticeKind.QUESTION))
+        for exchange_id in team.exchange_order
+        if team.exchanges[exchange_id].state is not Q.OPEN
+    )
+    effects.extend(owed_notices(team, limits))
+    return tuple(effects)
+
+
 # --- idempotent repeats -------------------------------------------------------------------------------------
 
 

@@ -80,9 +80,18 @@ from harness.core.errors import ErrorCode, Rejected
 from harness.core.limits import DEFAULT_LIMITS, Limits
 from harness.core.outcome import Accepted, reject
 from harness.core.queries import decide_wait, inbox, reader, status, visible_exchange, waiter_for
-from harness.core.records import EMPTY_LEDGER, Exchange, Ledger, Membership, NoticeKind, QuestionState, Team
+from harness.core.records import (
+    EMPTY_LEDGER,
+    Exchange,
+    Ledger,
+    Membership,
+    NoticeKind,
+    QuestionState,
+    Team,
+    TeamState,
+)
 from harness.core.system import AtDesk, System, answer_retrieved_action, desk_command, inbox_read_action
-from harness.core.team import next_deadline, owed_notices, resolve_member, step
+from harness.core.team import next_deadline, resolve_member, restatement, step
 from harness.io import home as homes
 from harness.io.agents import REGISTRY_FILE, AgentError, AgentRegistry, entry_view
 from harness.io.desk_runner import DeskRunner, RunnerTiming
@@ -327,7 +336,8 @@ class Daemon:
             core.start_soon(self._finisher, tickets_receive)
             assert self.desk is not None and self.node is not None
             await core.start(self.desk.run)
-            self._resubmit_owed()
+            self.node.on_paired = self._restate
+            self._restate()
             await core.start(attach_remote, self, self.node)
             core.start_soon(self._delivery_worker)
             with trio.CancelScope() as self._stop_scope:
@@ -553,23 +563,44 @@ class Daemon:
         with contextlib.suppress(trio.ClosedResourceError):
             await self._send.send(Pending(command))
 
-    def _resubmit_owed(self) -> None:
-        """Hand this machine's desk every notice the ledgers owe it that it never received.
+    def _restate(self, machine: str | None = None) -> None:
+        """Tell destinations again what the ledgers say they must have (core `restatement`): on start every
+        destination, and a machine paired since start (`machine`) its notices, until now owed `unpaired`.
 
-        A crash can fall between a ledger change made durable and the desk's own durable submit of the
-        notice that change owed; the ledger still owes it (core `owed_notices`). Notices the desk already
-        holds are left alone, whatever became of them."""
-        assert self.desk is not None
+        A crash can fall between a ledger change made durable and a destination's durable receipt of any of
+        its effects (a submit, a withdrawal, a hold). Every desk command is idempotent, so restating what a
+        desk has changes nothing there; paired machines get theirs in few sealed requests."""
+        assert self.desk is not None and self.node is not None
         at = self.clock()
         held = self.desk.desk.notices
+        remote: dict[str, list[OwnerRequest]] = {}
         for team_id, team in self.durable.teams.items():
             if team_id in self.unavailable:
                 continue
             prefix = partial(self._command_prefix, self.durable)
-            for effect in owed_notices(team, self.limits):
-                if effect.machine_id == self.machine_id and effect.notice_id not in held:
-                    command = desk_command(self.durable, effect, at, self.limits, prefix)
-                    self._work_send.send_nowait((effect.machine_id, command))
+            commands = [desk_command(self.durable, e, at, self.limits, prefix) for e in restatement(team)]
+            submitted = {c.machine_id for c in commands if isinstance(c, d.Submit)} - {self.machine_id}
+            team_wide = sorted(submitted.union(self.node.holders(team_id)))
+            for command in commands:
+                if not isinstance(command, d.Submit):
+                    if machine is None:
+                        self._work_send.send_nowait((self.machine_id, command))  # the local desk only
+                    for other in team_wide:
+                        remote.setdefault(other, []).append(command)
+                elif command.machine_id == self.machine_id:
+                    if machine is None and command.notice_id not in held:
+                        self._work_send.send_nowait((self.machine_id, command))
+                else:
+                    remote.setdefault(command.machine_id, []).append(command)
+        for other, owed in remote.items():
+            if machine is not None and other != machine:
+                continue
+            if self.node.peer(other) is not None:
+                self.node.restate(other, owed)
+            else:  # no route: its notices show `queued`, reason `unpaired`, until it is paired
+                for request in owed:
+                    if isinstance(request, d.Submit):
+                        self._work_send.send_nowait((other, request))
 
     def _destination(self, machine_id: str | None) -> TeamDelivery | None:
         """Where a request for `machine_id` goes; None: no route to that machine (not paired)."""
@@ -581,6 +612,11 @@ class Daemon:
         async for machine_id, command in self._work_receive:
             destination = self._destination(machine_id)
             if destination is not None:
+                if isinstance(command, d.Submit) and machine_id != self.machine_id:
+                    team = self.durable.teams.get(command.team_id)
+                    if team is not None and team.state is TeamState.PAUSED:
+                        # The machine may not hold the team yet: the hold goes first, so nothing is written.
+                        await delivery_request(destination, d.Hold(command.at, command.team_id))
                 await delivery_request(destination, command)
             elif isinstance(command, d.Submit):  # owed, visibly waiting for a route to its machine
                 queued = d.DeliveryState.QUEUED.value

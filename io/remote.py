@@ -16,6 +16,7 @@
 # Sealed message bodies (JSON inside a sealed frame):
 #   {"k":"req","id":RID,"ch":"team","frame":TEXT}                     -> {"k":"res","id":RID,"frame":TEXT}
 #   {"k":"req","id":RID,"ch":"delivery","command":DESK_COMMAND}        -> {"k":"res","id":RID,"result":true}
+#   {"k":"req","id":RID,"ch":"restate","commands":[DESK_COMMAND...]}   -> {"k":"res","id":RID,"result":N}
 #   {"k":"req","id":RID,"ch":"status","teamId":T,"noticeIds":[...]}   -> {"k":"res","id":RID,"result":[...]}
 #   {"k":"req","id":RID,"ch":"report","report":{teamId,noticeId,state,reason}}
 #   any request may be answered {"k":"res","id":RID,"error":CODE,"detail":TEXT}
@@ -68,6 +69,8 @@ HOST: Final = "127.0.0.1"
 DONE_CACHE: Final = 4096  # answered request ids remembered per node, so retries are answered, not redone
 INBOUND_LIMIT: Final = 64  # requests from peers served at once; more are refused (`busy`), never queued
 OUTBOX_LIMIT: Final = 10_000  # items waiting for one peer
+RESTATE_CHUNK_CHARS: Final = 256 << 10  # desk commands per `restate` request, well inside a sealed frame
+PEERS_POLL: Final = 1.0  # seconds between looks at peers.json for machines paired since (by `pair accept`)
 DEFAULT_REQUEST_TIMEOUT: Final = 30.0
 REMOTE_WAIT_MARGIN: Final = 15.0  # beyond a `wait` request's own seconds
 
@@ -162,6 +165,7 @@ class RemoteNode:
         self.stats: collections.Counter[str] = collections.Counter()
         self.local_delivery: TeamDelivery | None = None  # this machine's desk, for requests from owners
         self.report_local: Reporter | None = None  # this machine's ledger, for reports from destinations
+        self.on_paired: Callable[[str], None] | None = None  # told each machine paired while running
         self._seal_options: dict[str, int] = {}
         if seal_block is not None:
             self._seal_options["block"] = seal_block
@@ -174,6 +178,7 @@ class RemoteNode:
         self._connected = trio.Event()
         self._peers: dict[str, pairing.Peer] = {}
         self._peers_stamp: int | None = -1
+        self._paired: set[str] | None = None  # machine ids seen paired, to tell `on_paired` of new ones
         self._send: dict[str, SendSession] = {}
         self._receive: dict[str, ReceiveSession] = {}
         self._waiting: dict[str, _Waiter] = {}
@@ -198,6 +203,11 @@ class RemoteNode:
         if stamp != self._peers_stamp:
             self._peers_stamp = stamp
             self._peers = pairing.peers(self.home)
+            machines = set(self._peers)
+            if self._paired is not None and self.on_paired is not None:
+                for machine in sorted(machines - self._paired):
+                    self.on_paired(machine)
+            self._paired = machines
             for address in [a for a in self._send if a not in {p.address for p in self._peers.values()}]:
                 del self._send[address]  # unpaired (or paired again): its sessions start from the files
                 self._receive.pop(address, None)
@@ -269,6 +279,7 @@ class RemoteNode:
                 for machine, outbox in self._outboxes.items():
                     nursery.start_soon(self._outbox_worker, machine, outbox)
                 nursery.start_soon(self._relay_loop)
+                nursery.start_soon(self._watch_peers)
                 task_status.started(self)
         finally:
             self._nursery = None
@@ -282,6 +293,11 @@ class RemoteNode:
 
     async def wait_connected(self) -> None:
         await self._connected.wait()
+
+    async def _watch_peers(self) -> None:
+        while True:
+            self._reload_peers()
+            await trio.sleep(PEERS_POLL)
 
     async def _relay_loop(self) -> None:
         delay = self.retry_min
@@ -525,6 +541,8 @@ class RemoteNode:
                 return await self._execute_team(message["frame"])
             if channel == "delivery":
                 return await self._execute_delivery(peer, message["command"])
+            if channel == "restate":
+                return await self._execute_restate(peer, message["commands"])
             if channel == "status":
                 return await self._execute_status(peer, str(message["teamId"]), message["noticeIds"])
             if channel == "report":
@@ -566,6 +584,9 @@ class RemoteNode:
             if command.machine_id != self.machine_id:
                 return {"error": BAD_REQUEST, "detail": f"that notice is not for machine {self.machine_id}"}
             self._learn_owner(command.team_id, peer.machine_id)
+        elif isinstance(command, d.Hold) and command.team_id not in self._owners:
+            # A paused team's first notices here come after its hold, which must not be refused.
+            self._learn_owner(command.team_id, peer.machine_id)
         else:
             foreign = [t for t in request_teams(command) if self._owners.get(t) != peer.machine_id]
             if foreign:
@@ -573,6 +594,17 @@ class RemoteNode:
                 return {"error": "not_found", "detail": detail}
         await delivery_request(local, command)
         return {"result": True}
+
+    async def _execute_restate(self, peer: pairing.Peer, commands: object) -> dict[str, Any]:
+        """An owner's restatement after its restart: each command as if sent alone, in order. One that does
+        not apply here (a team this machine never held) is skipped; the rest still apply."""
+        if not isinstance(commands, list):
+            raise TypeError("commands must be a list")
+        applied = 0
+        for data in commands:
+            response = await self._execute_delivery(peer, data)
+            applied += "error" not in response
+        return {"result": applied}
 
     async def _execute_status(self, peer: pairing.Peer, team_id: str, notice_ids: object) -> dict[str, Any]:
         if self.local_delivery is None or self._owners.get(team_id) != peer.machine_id:
@@ -589,6 +621,28 @@ class RemoteNode:
             self.enqueue(owner, {"ch": "report", "report": _report_json(report)})
         elif self.report_local is not None:
             await self.report_local(report)
+
+    def holders(self, team_id: str) -> list[str]:
+        """The paired machines that were sent notices of the team (its team-wide requests go there too)."""
+        return list(self._holders.get(team_id, ()))
+
+    def restate(self, machine: str, commands: Sequence[OwnerRequest]) -> None:
+        """Hand `machine` an owner's restatement (core `restatement`) in as few requests as fit, in order."""
+        for command in commands:
+            if isinstance(command, d.Submit):
+                self._learn_holder(command.team_id, machine)
+        chunk: list[dict[str, Any]] = []
+        size = 0
+        for command in commands:
+            data = desk_command_to_json(command)
+            chars = len(json.dumps(data))
+            if chunk and size + chars > RESTATE_CHUNK_CHARS:
+                self.enqueue(machine, {"ch": "restate", "commands": chunk})
+                chunk, size = [], 0
+            chunk.append(data)
+            size += chars
+        if chunk:
+            self.enqueue(machine, {"ch": "restate", "commands": chunk})
 
     def destination(self, machine: str) -> TeamDelivery | None:
         """The `team_delivery` of a paired machine, for the owner's delivery worker; None when unpaired."""

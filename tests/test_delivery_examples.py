@@ -128,7 +128,7 @@ def test_rule1_a_second_start_while_writing_is_refused() -> None:
     assert desk.writes == [n]
 
 
-def test_rule1_a_repeated_submit_is_the_same_notice_and_a_changed_one_conflicts() -> None:
+def test_rule1_a_repeated_submit_is_the_same_notice_even_restated_and_another_one_conflicts() -> None:
     desk = Desk()
     n = desk.submit(1)
     desk.write(n)
@@ -148,9 +148,16 @@ def test_rule1_a_repeated_submit_is_the_same_notice_and_a_changed_one_conflicts(
         )
     )
     assert not repeat.changed and repeat.result == notice
-    desk.fails(
+    # Restated after an owner restart, rendered anew: still the notice held, its first text stands.
+    restated = desk.ok(
         d.Submit(
             desk.at(), "t1", n, NoticeKind.QUESTION, "q1", "mem-a1", MACHINE, "a1", notice.expires_at, "other"
+        )
+    )
+    assert not restated.changed and desk.desk.notices[n] == notice
+    desk.fails(
+        d.Submit(
+            desk.at(), "t1", n, NoticeKind.QUESTION, "q1", "mem-b2", MACHINE, "b2", notice.expires_at, "other"
         ),
         ErrorCode.CONFLICT,
     )

@@ -185,10 +185,15 @@ async def test_retry_reuses_the_request_id_and_is_served_once(tmp_path: Path) ->
         again = await world.node_a.request(b_id, body, request_id="op-1")  # a lost reply, retried
         assert first == again
         assert [type(r) for r in world.desk_b.requests] == [d.Submit, d.Hold]
-        # A desk refuses requests about teams whose notices did not come from that owner.
-        other = {"ch": "delivery", "command": {"type": "hold", "at": 1, "teamId": "someone-elses"}}
+        # A desk refuses requests about teams whose notices did not come from that owner...
+        other = {"ch": "delivery", "command": {"type": "release", "at": 1, "teamId": "someone-elses"}}
         with pytest.raises(Exception, match="not_found"):
             await world.node_a.request(b_id, other)
+        # ...except the hold of a team it has not seen: a paused team's first notice follows its hold.
+        paused = {"ch": "delivery", "command": {"type": "hold", "at": 1, "teamId": "paused-team"}}
+        await world.node_a.request(b_id, paused)
+        assert [type(r) for r in world.desk_b.requests] == [d.Submit, d.Hold, d.Hold]
+        await world.node_a.request(b_id, {**other, "command": {**other["command"], "teamId": "paused-team"}})
 
 
 async def test_offline_and_unpaired_are_visible(tmp_path: Path) -> None:
