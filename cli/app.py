@@ -1,10 +1,12 @@
 # The Typer application: every command of the contract with its help text. The common `team` invocations
 # are parsed faster by `commands.parse_fast` (see there); both run the same functions of `commands`.
+import inspect
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -68,10 +70,43 @@ def _opts(
     return base.merge(json_out, home, port, key, machine)
 
 
-def _team(ctx: typer.Context, name: str, values: dict[str, Any], *common: Any) -> None:
-    """Run team command `name`; `common` is (json_out, home, port, key, machine) as given on it."""
-    json_out, home, port, key, machine = common
-    commands.SPECS[name].run(_opts(ctx, json_out, home, port, key, machine=machine), values)
+_CONTEXT = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
+_COMMON = tuple(
+    inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+    for name, annotation, default in (
+        ("json_out", JsonOpt, False),
+        ("home", HomeOpt, None),
+        ("port", PortOpt, None),
+        ("key", KeyOpt, None),
+        ("machine", MachineOpt, None),
+    )
+)
+
+
+def team_command(
+    name: str, cli_name: str | None = None
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Register `harness team NAME` from a declaration: a function whose signature holds the command's own
+    arguments and options (their values go to `commands.SPECS[name]` by parameter name) and whose docstring
+    is its help. The options every team command takes are added here, once."""
+
+    def register(declaration: Callable[..., None]) -> Callable[..., None]:
+        own = tuple(inspect.signature(declaration).parameters.values())
+
+        def command(ctx: typer.Context, **given: Any) -> None:
+            json_out, home, port, key, machine = (given.pop(p.name) for p in _COMMON)
+            opts = _opts(ctx, json_out, home, port, key, machine=machine)
+            commands.SPECS[name].run(opts, given)
+
+        parameters = (_CONTEXT, *own, *_COMMON)
+        command.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": None}
+        command.__name__ = declaration.__name__
+        command.__doc__ = declaration.__doc__
+        team_app.command(cli_name or name)(command)
+        return command
+
+    return register
 
 
 # --- harness team -------------------------------------------------------------------------------------------
@@ -93,155 +128,70 @@ def team_options(
     ctx.obj = opts
 
 
-@team_app.command()
+@team_command("create")
 def create(
-    ctx: typer.Context,
     *,
     file: Annotated[
         Path, typer.Option("--file", help="team.json: {id?, name, members: [...]}; - for stdin.")
     ],
-    json_out: JsonOpt = False,
-    home: HomeOpt = None,
-    port: PortOpt = None,
-    key: KeyOpt = None,
-    machine: MachineOpt = None,
 ) -> None:
     """Create a team (idempotent by its id; one is drawn when the file has none)."""
-    _team(ctx, "create", {"file": file}, json_out, home, port, key, machine)
 
 
-@team_app.command("list")
-def list_teams(
-    ctx: typer.Context,
-    *,
-    json_out: JsonOpt = False,
-    home: HomeOpt = None,
-    port: PortOpt = None,
-    key: KeyOpt = None,
-    machine: MachineOpt = None,
-) -> None:
+@team_command("list")
+def list_teams() -> None:
     """Every team this daemon owns."""
-    _team(ctx, "list", {}, json_out, home, port, key, machine)
 
 
-@team_app.command()
-def get(
-    ctx: typer.Context,
-    *,
-    json_out: JsonOpt = False,
-    home: HomeOpt = None,
-    port: PortOpt = None,
-    key: KeyOpt = None,
-    machine: MachineOpt = None,
-) -> None:
+@team_command("get")
+def get() -> None:
     """The team's snapshot: roster and exchanges (never a member key)."""
-    _team(ctx, "get", {}, json_out, home, port, key, machine)
 
 
-@team_app.command()
-def members(
-    ctx: typer.Context,
-    *,
-    json_out: JsonOpt = False,
-    home: HomeOpt = None,
-    port: PortOpt = None,
-    key: KeyOpt = None,
-    machine: MachineOpt = None,
-) -> None:
+@team_command("members")
+def members() -> None:
     """The roster with membership ids (use them for --from, --member, remove)."""
-    _team(ctx, "members", {}, json_out, home, port, key, machine)
 
 
-@team_app.command()
+@team_command("add")
 def add(
-    ctx: typer.Context,
     *,
     file: Annotated[Path, typer.Option("--file", help="member.json: {id?, machineId, agentId, name, role}.")],
-    json_out: JsonOpt = False,
-    home: HomeOpt = None,
-    port: PortOpt = None,
-    key: KeyOpt = None,
-    machine: MachineOpt = None,
 ) -> None:
     """Add a member (idempotent by its id; one is drawn when the file has none)."""
-    _team(ctx, "add", {"file": file}, json_out, home, port, key, machine)
 
 
-@team_app.command()
+@team_command("remove")
 def remove(
-    ctx: typer.Context,
     membership_id: Annotated[str, typer.Argument(metavar="MEMBERSHIP_ID")],
-    *,
-    json_out: JsonOpt = False,
-    home: HomeOpt = None,
-    port: PortOpt = None,
-    key: KeyOpt = None,
-    machine: MachineOpt = None,
 ) -> None:
     """Remove a member; its key stops working, its exchanges stay attributable."""
-    _team(ctx, "remove", {"membership_id": membership_id}, json_out, home, port, key, machine)
 
 
-@team_app.command("key")
+@team_command("key")
 def member_key(
-    ctx: typer.Context,
     member: Annotated[str, typer.Argument(metavar="MEMBER", help="Membership id or name.")],
-    *,
-    json_out: JsonOpt = False,
-    home: HomeOpt = None,
-    port: PortOpt = None,
-    key: KeyOpt = None,
-    machine: MachineOpt = None,
 ) -> None:
     """Owner only: a member's private key and the command prefix for its introduction."""
-    _team(ctx, "key", {"member": member}, json_out, home, port, key, machine)
 
 
-@team_app.command()
-def pause(
-    ctx: typer.Context,
-    *,
-    json_out: JsonOpt = False,
-    home: HomeOpt = None,
-    port: PortOpt = None,
-    key: KeyOpt = None,
-    machine: MachineOpt = None,
-) -> None:
+@team_command("pause")
+def pause() -> None:
     """Hold new questions and unsent notices."""
-    _team(ctx, "pause", {}, json_out, home, port, key, machine)
 
 
-@team_app.command()
-def resume(
-    ctx: typer.Context,
-    *,
-    json_out: JsonOpt = False,
-    home: HomeOpt = None,
-    port: PortOpt = None,
-    key: KeyOpt = None,
-    machine: MachineOpt = None,
-) -> None:
+@team_command("resume")
+def resume() -> None:
     """Release held work."""
-    _team(ctx, "resume", {}, json_out, home, port, key, machine)
 
 
-@team_app.command()
-def archive(
-    ctx: typer.Context,
-    *,
-    json_out: JsonOpt = False,
-    home: HomeOpt = None,
-    port: PortOpt = None,
-    key: KeyOpt = None,
-    machine: MachineOpt = None,
-) -> None:
+@team_command("archive")
+def archive() -> None:
     """Keep the record, cancel pending work."""
-    _team(ctx, "archive", {}, json_out, home, port, key, machine)
 
 
-@team_app.command()
+@team_command("ask")
 def ask(
-    ctx: typer.Context,
     to: Annotated[str, typer.Argument(metavar="TO", help="Member name or membership id.")],
     text: TextOpt = None,
     *,
@@ -258,30 +208,12 @@ def ask(
     from_member: Annotated[
         str | None, typer.Option("--from", help="Owner only: ask for this member.")
     ] = None,
-    json_out: JsonOpt = False,
-    home: HomeOpt = None,
-    port: PortOpt = None,
-    key: KeyOpt = None,
-    machine: MachineOpt = None,
 ) -> None:
     """Ask a teammate; the operation id becomes the question id."""
-    values = {
-        "to": to,
-        "text": text,
-        "context": context,
-        "ttl": ttl,
-        "parent": parent,
-        "no_notify": no_notify,
-        "operation_id": operation_id,
-        "text_file": text_file,
-        "from_member": from_member,
-    }
-    _team(ctx, "ask", values, json_out, home, port, key, machine)
 
 
-@team_app.command()
+@team_command("reply")
 def reply(
-    ctx: typer.Context,
     question_id: QuestionArg,
     text: TextOpt = None,
     *,
@@ -292,97 +224,43 @@ def reply(
     member: Annotated[
         str | None, typer.Option("--member", help="Owner only: answer for this member.")
     ] = None,
-    json_out: JsonOpt = False,
-    home: HomeOpt = None,
-    port: PortOpt = None,
-    key: KeyOpt = None,
-    machine: MachineOpt = None,
 ) -> None:
     """Answer a question addressed to you (the only way a question is answered)."""
-    values = {
-        "question_id": question_id,
-        "text": text,
-        "evidence": evidence,
-        "text_file": text_file,
-        "member": member,
-    }
-    _team(ctx, "reply", values, json_out, home, port, key, machine)
 
 
-@team_app.command()
-def inbox(
-    ctx: typer.Context,
-    *,
-    json_out: JsonOpt = False,
-    home: HomeOpt = None,
-    port: PortOpt = None,
-    key: KeyOpt = None,
-    machine: MachineOpt = None,
-) -> None:
+@team_command("inbox")
+def inbox() -> None:
     """Questions waiting for you and recent answers to yours."""
-    _team(ctx, "inbox", {}, json_out, home, port, key, machine)
 
 
-@team_app.command()
+@team_command("status")
 def status(
-    ctx: typer.Context,
     question_id: Annotated[str | None, typer.Argument(metavar="[QUESTION_ID]")] = None,
-    *,
-    json_out: JsonOpt = False,
-    home: HomeOpt = None,
-    port: PortOpt = None,
-    key: KeyOpt = None,
-    machine: MachineOpt = None,
 ) -> None:
     """One exchange, or every exchange you may see."""
-    _team(ctx, "status", {"question_id": question_id}, json_out, home, port, key, machine)
 
 
-@team_app.command()
+@team_command("wait")
 def wait(
-    ctx: typer.Context,
     question_id: QuestionArg,
     *,
     seconds: Annotated[
         float, typer.Option("--seconds", help="Give up after this long (never cancels).")
     ] = commands.DEFAULT_WAIT_SECONDS,
-    json_out: JsonOpt = False,
-    home: HomeOpt = None,
-    port: PortOpt = None,
-    key: KeyOpt = None,
-    machine: MachineOpt = None,
 ) -> None:
     """Block until the question is answered or ends, a question for you arrives, or time runs out."""
-    _team(ctx, "wait", {"question_id": question_id, "seconds": seconds}, json_out, home, port, key, machine)
 
 
-@team_app.command()
+@team_command("cancel")
 def cancel(
-    ctx: typer.Context,
     question_id: QuestionArg,
-    *,
-    json_out: JsonOpt = False,
-    home: HomeOpt = None,
-    port: PortOpt = None,
-    key: KeyOpt = None,
-    machine: MachineOpt = None,
 ) -> None:
     """Cancel your open question (withdraws its unsent notice; never interrupts the peer)."""
-    _team(ctx, "cancel", {"question_id": question_id}, json_out, home, port, key, machine)
 
 
-@team_app.command()
-def capabilities(
-    ctx: typer.Context,
-    *,
-    json_out: JsonOpt = False,
-    home: HomeOpt = None,
-    port: PortOpt = None,
-    key: KeyOpt = None,
-    machine: MachineOpt = None,
-) -> None:
+@team_command("capabilities")
+def capabilities() -> None:
     """What the daemon speaks: {"protocol": "team.v1", ...}."""
-    _team(ctx, "capabilities", {}, json_out, home, port, key, machine)
 
 
 @team_app.command()

@@ -2,12 +2,15 @@
 # (help, typos, missing arguments) to Typer, which explains it.
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import Any
 
+import pytest
 import typer.main
 
-from harness.cli.app import team_app
-from harness.cli.commands import COMMON_OPTIONS, GROUP_OPTIONS, SPECS, parse_fast
+from harness.cli.app import app, team_app
+from harness.cli.commands import COMMON_OPTIONS, GROUP_OPTIONS, SPECS, Options, parse_fast
 
 
 def test_the_fast_grammar_is_the_typer_grammar() -> None:
@@ -50,3 +53,28 @@ def test_plain_invocations_parse_and_the_rest_goes_to_typer() -> None:
         ["team", "--team", "t", "ask", "--", "bob", "x"],
     ):
         assert parse_fast(argv) is None, argv
+
+
+def test_typer_hands_the_commands_the_values_the_fast_path_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The Typer commands are generated from declarations (cli/app.team_command); each must reach its spec
+    # with the same options and values as the fast parser gives for the same words.
+    seen: list[tuple[Options, dict[str, Any]]] = []
+    for name, spec in SPECS.items():
+        monkeypatch.setitem(SPECS, name, dataclasses.replace(spec, run=lambda o, v: seen.append((o, v))))
+    group = typer.main.get_command(app)
+    for argv in (
+        ["team", "--team", "t1", "reply", "q1", "an answer", "--evidence", "a:1", "--json", "--key", "k"],
+        ["team", "--team", "t", "ask", "bob", "--ttl", "30", "--text-file", "-", "--no-notify", "--id", "o"],
+        ["team", "--team", "t", "wait", "q", "--seconds", "5", "--machine", "m", "--port", "9"],
+        ["team", "--team", "t", "status"],
+        ["team", "--team", "t", "key", "bob", "--home", "/h"],
+        ["team", "--team", "t", "create", "--file", "team.json"],
+        ["team", "list"],
+    ):
+        parsed = parse_fast(argv)
+        assert parsed is not None, argv
+        _spec, fast_opts, fast_values = parsed
+        group.main(argv, standalone_mode=False)
+        opts, values = seen.pop()
+        assert values == fast_values, argv
+        assert vars(opts) == vars(fast_opts), argv
