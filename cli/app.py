@@ -1,5 +1,6 @@
 # The Typer application: every command of the contract with its help text. The common `team` invocations
 # are parsed faster by `commands.parse_fast` (see there); both run the same functions of `commands`.
+import contextlib
 import inspect
 import os
 import signal
@@ -273,10 +274,12 @@ def watch(
     json_out: JsonOpt = False,
     home: HomeOpt = None,
     port: PortOpt = None,
+    machine: MachineOpt = None,
 ) -> None:
     """Read-only live view: roster, exchanges, the selected one in full (j/k or Up/Down, r, q or Esc).
-    With --json, one JSON line per change instead."""
-    opts = _opts(ctx, json_out, home, port, None)
+    With --json, one JSON line per change instead. With --machine, the team of a paired machine (read through
+    the relay, a look a second)."""
+    opts = _opts(ctx, json_out, home, port, None, machine=machine)
     if not opts.team:
         usage(opts, "'watch' needs --team TEAM_ID")
     home_dir = homes.resolve_home(opts.home)
@@ -289,16 +292,25 @@ def watch(
             )
         from harness.cli.watch import run_watch
 
-        run_watch(home_dir, opts.team, opts.port)
+        run_watch(home_dir, opts.team, opts.port, opts.machine)
         return
     try:
-        port_number, _ = locate_port(home_dir, opts.port)
-        with Client(port_number) as client:
-            for team in client.subscribe(opts.team, homes.read_owner_token(home_dir), seconds):
+        with contextlib.ExitStack() as stack:
+            if opts.machine:
+                from harness.io.remote import remote_snapshots
+
+                snapshots = remote_snapshots(home_dir, opts.machine, opts.team, timeout=seconds)
+            else:
+                port_number, _ = locate_port(home_dir, opts.port)
+                client = stack.enter_context(Client(port_number))
+                snapshots = client.subscribe(opts.team, homes.read_owner_token(home_dir), seconds)
+            for team in snapshots:
                 show(opts, team, output.show_team)
                 sys.stdout.flush()
     except Unreachable as error:
         fail(opts, output.UNREACHABLE, "unreachable", error.detail)
+    except Uncertain as error:
+        fail(opts, output.UNCERTAIN, "uncertain", error.detail)
     except RemoteError as error:
         fail(opts, output.PROTOCOL_ERROR, error.code, error.detail)
 

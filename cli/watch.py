@@ -63,10 +63,18 @@ class Observed(Message):
 class Subscriber:
     """Keeps one subscription open in a worker thread and reports through `post`; `stop` ends it promptly."""
 
-    def __init__(self, home: Path, team_id: str, port: int | None, post: Callable[[Message], object]) -> None:
+    def __init__(
+        self,
+        home: Path,
+        team_id: str,
+        port: int | None,
+        post: Callable[[Message], object],
+        machine: str | None = None,
+    ) -> None:
         self.home = home
         self.team_id = team_id
         self.port = port
+        self.machine = machine  # the paired machine that owns the team: polled through the relay
         self._post = post
         self._stopped = threading.Event()
         self._wake = threading.Event()
@@ -96,6 +104,8 @@ class Subscriber:
     def _once(self) -> float:
         """One connection's life; returns how long to wait before the next."""
         try:
+            if self.machine is not None:
+                return self._poll_remote(self.machine)
             port, _ = locate_port(self.home, self.port)
             client = Client(port)
             with self._lock:
@@ -132,6 +142,17 @@ class Subscriber:
             return REFUSED_RETRY_SECONDS
         except OSError as error:  # the connection broke mid-frame: the same as the daemon going away
             self._post(Link("gone", str(error)))
+        return RETRY_SECONDS
+
+    def _poll_remote(self, machine: str) -> float:
+        from harness.io.remote import WATCH_POLL, remote_snapshots
+
+        self._post(Link("connecting", f"asking machine {machine} through this daemon's relay"))
+        live = f"live from machine {machine} through the relay (a look every {WATCH_POLL:g} s)"
+        for team in remote_snapshots(self.home, machine, self.team_id, stop=self._stopped):
+            if isinstance(team, dict):
+                self._post(Link("live", live))
+                self._post(Snapshot(team))
         return RETRY_SECONDS
 
 
@@ -257,17 +278,26 @@ class WatchApp(App[None]):
         Binding("escape", "quit", "Close", priority=True),
     ]
 
-    def __init__(self, home: Path, team_id: str, port: int | None = None, *, subscribe: bool = True) -> None:
+    def __init__(
+        self,
+        home: Path,
+        team_id: str,
+        port: int | None = None,
+        *,
+        machine: str | None = None,
+        subscribe: bool = True,
+    ) -> None:
         super().__init__()
         self.home = home
         self.team_id = team_id
         self.port = port
+        self.machine = machine  # a team owned by this paired machine; its terminals are not observed here
         self.team: dict[str, Any] | None = None
         self.revision = -1
         self.selected: str | None = None
         self.link = "connecting"
         self.observations: dict[str, str] = {}
-        self._subscriber = Subscriber(home, team_id, port, self.post_message) if subscribe else None
+        self._subscriber = Subscriber(home, team_id, port, self.post_message, machine) if subscribe else None
 
     def compose(self) -> ComposeResult:
         yield Static(f"team {self.team_id}", id="title")
@@ -339,7 +369,7 @@ class WatchApp(App[None]):
                 self._render_roster(self.team)
 
     def _observe_later(self) -> None:
-        if self._subscriber is not None and self.link == "live":
+        if self._subscriber is not None and self.link == "live" and self.machine is None:
             self._observe()
 
     @work(thread=True, exclusive=True, group="observe", exit_on_error=False)
@@ -353,7 +383,13 @@ class WatchApp(App[None]):
     @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)
     def _refresh(self) -> None:
         try:
-            team, observations = _fetch(self.home, self.port, self.team_id)
+            observations: dict[str, str] = {}
+            if self.machine is not None:
+                from harness.io.remote import call_remote
+
+                team = call_remote(self.home, self.machine, "get", team_id=self.team_id)
+            else:
+                team, observations = _fetch(self.home, self.port, self.team_id)
         except RemoteError as error:
             state = "incompatible" if error.code == INCOMPATIBLE else "refused"
             self.post_message(Link(state, error.detail))
@@ -463,5 +499,5 @@ class WatchApp(App[None]):
         self.exit()
 
 
-def run_watch(home: Path, team_id: str, port: int | None) -> None:
-    WatchApp(home, team_id, port).run()
+def run_watch(home: Path, team_id: str, port: int | None, machine: str | None = None) -> None:
+    WatchApp(home, team_id, port, machine=machine).run()

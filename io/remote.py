@@ -11,7 +11,9 @@
 #   teams travel back to the owner through the same kind of outbox. The destination owns its receipts.
 # - gateway: a member's CLI on this machine (`--machine MACHINE_ID`) sends its ordinary `team` frame to a
 #   loopback gateway, which forwards it sealed to the owning machine and returns the owner's `team_result`.
-#   A frame arriving from a peer never carries owner authority (its ownerToken is dropped).
+#   A frame arriving from a peer never carries owner authority (its ownerToken is dropped), except to observe:
+#   the gateway serves only its own machine's owner, and a paired machine's owner may read a team (`get`,
+#   `members`, `list`: what `watch --machine` shows), never change it or learn a member key.
 #
 # Sealed message bodies (JSON inside a sealed frame):
 #   {"k":"req","id":RID,"ch":"team","frame":TEXT}                     -> {"k":"res","id":RID,"frame":TEXT}
@@ -30,7 +32,9 @@ import json
 import os
 import secrets
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, Final, Protocol
@@ -73,6 +77,8 @@ RESTATE_CHUNK_CHARS: Final = 256 << 10  # desk commands per `restate` request, w
 PEERS_POLL: Final = 1.0  # seconds between looks at peers.json for machines paired since (by `pair accept`)
 DEFAULT_REQUEST_TIMEOUT: Final = 30.0
 REMOTE_WAIT_MARGIN: Final = 15.0  # beyond a `wait` request's own seconds
+OBSERVATION_ACTIONS: Final = frozenset({"get", "members", "list"})  # owner reads a paired machine may make
+WATCH_POLL: Final = 1.0  # seconds between `get`s of a remote watch (subscribe does not cross the relay)
 
 TeamHandler = Callable[[str], Awaitable[str | None]]
 
@@ -558,7 +564,9 @@ class RemoteNode:
         frame = json.loads(text)
         if not isinstance(frame, dict):
             raise ValueError("a team frame is one JSON object")
-        frame.pop("ownerToken", None)  # owner authority never crosses machines
+        frame.pop("ownerToken", None)  # owner authority never crosses machines...
+        if "memberKey" not in frame and frame.get("action") in OBSERVATION_ACTIONS:
+            frame["ownerToken"] = self._token  # ...but a paired machine's owner may observe
         request_id = frame.get("requestId") if isinstance(frame.get("requestId"), str) else None
         if frame.get("action") == "subscribe":
             return {"frame": error_frame(request_id, BAD_REQUEST, "subscribe is not carried over the relay")}
@@ -824,3 +832,30 @@ def call_remote(
             operation_id=operation_id,
             timeout=timeout,
         )
+
+
+def remote_snapshots(
+    home: Path,
+    machine: str,
+    team_id: str,
+    *,
+    timeout: float | None = None,
+    stop: threading.Event | None = None,
+    poll: float = WATCH_POLL,
+) -> Iterator[Any]:
+    """The snapshots of a team owned by paired machine `machine` as they change (by revision), the current
+    one first: `watch --machine`. Ends after `timeout` seconds without a change or once `stop` is set;
+    raises the client's errors."""
+    stop = stop or threading.Event()
+    revision: object = None
+    changed = time.monotonic()
+    while not stop.is_set():
+        team = call_remote(home, machine, "get", team_id=team_id)
+        now = time.monotonic()
+        if not isinstance(team, dict) or team.get("revision") != revision:
+            revision = team.get("revision") if isinstance(team, dict) else None
+            changed = now
+            yield team
+        elif timeout is not None and now - changed >= timeout:
+            return
+        stop.wait(poll if timeout is None else max(0.0, min(poll, changed + timeout - now)))

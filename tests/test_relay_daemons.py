@@ -11,12 +11,14 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import attrs
 import trio
 
+from harness.cli.watch import Link, Snapshot, Subscriber
 from harness.core.records import NoticeKind
 from harness.io import home as homes
 from harness.io import pairing
@@ -165,3 +167,48 @@ async def test_a_question_and_its_answer_cross_machines_sealed(tmp_path: Path) -
     assert len(world.seen) > 10
     for secret in (BODY, ANSWER, alice, bob, TEAM_NAME, TEAM_ID, "memberKey", a.machine_id, b.machine_id):
         assert secret not in everything
+
+
+async def test_the_owner_of_a_paired_machine_may_observe_a_team_but_not_change_it(tmp_path: Path) -> None:
+    async with two_daemons(tmp_path) as world:
+        a, b = world.a, world.b
+        call = trio.to_thread.run_sync
+        members = [{"machineId": b.machine_id, "agentId": "agent-bob", "name": "bob"}]
+        await call(lambda: request(a, "create", id=TEAM_ID, name=TEAM_NAME, members=members))
+
+        def from_b(*args: str) -> tuple[int, Any]:
+            return harness(b.home, "team", "--team", TEAM_ID, "--machine", a.machine_id, *args)
+
+        status, team = await call(from_b, "get")
+        assert status == 0 and team["name"] == TEAM_NAME and [m["name"] for m in team["members"]] == ["bob"]
+        status, roster = await call(from_b, "members")
+        assert status == 0 and [m["name"] for m in roster["members"]] == ["bob"], roster
+        for change in (("pause",), ("key", "bob"), ("archive",)):
+            status, refused = await call(from_b, *change)
+            assert (status, refused["error"]) == (1, "unauthorized"), change
+        assert a.durable.teams[TEAM_ID].state.value == "active"
+
+        # `watch --json --machine`: the current snapshot, then each newer revision, polled through the relay.
+        env = {k: v for k, v in os.environ.items() if k not in {"HARNESS_MEMBER_KEY", "HARNESS_HOME"}}
+        argv = [*HARNESS, "team", "--team", TEAM_ID, "--machine", a.machine_id, "--home", str(b.home)]
+        with subprocess.Popen(
+            [*argv, "watch", "--json", "--seconds", "3"], env=env, stdout=subprocess.PIPE, text=True
+        ) as watcher:
+            assert watcher.stdout is not None
+            first = json.loads(await call(watcher.stdout.readline))
+            await call(lambda: request(a, "pause"))
+            second = json.loads(await call(watcher.stdout.readline))
+            assert (first["state"], second["state"]) == ("active", "paused")
+            assert second["revision"] > first["revision"]
+            assert await call(watcher.wait) == 0  # three seconds without a change end it
+
+        # The TUI's feed does the same, and says where it reads from.
+        posted: list[object] = []
+        feed = Subscriber(b.home, TEAM_ID, None, posted.append, machine=a.machine_id)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(partial(trio.to_thread.run_sync, feed.run, abandon_on_cancel=True))
+            await eventually(lambda: any(isinstance(p, Snapshot) for p in posted))
+            feed.stop()
+        links = [p for p in posted if isinstance(p, Link)]
+        assert links[-1].state == "live" and f"machine {a.machine_id} through the relay" in links[-1].detail
+        assert next(p for p in posted if isinstance(p, Snapshot)).team["state"] == "paused"
