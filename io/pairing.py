@@ -125,9 +125,10 @@ class Peer:
     public_key: bytes
     relay: str
     paired_at: int
+    address: str = attrs.field(init=False, eq=False)  # its relay address, derived from the key
 
-    @property
-    def address(self) -> str:
+    @address.default
+    def _address(self) -> str:
         return fingerprint(self.public_key)
 
     def view(self) -> dict[str, Any]:

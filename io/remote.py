@@ -184,6 +184,7 @@ class RemoteNode:
         self._connected = trio.Event()
         self._peers: dict[str, pairing.Peer] = {}
         self._peers_stamp: int | None = -1
+        self._peers_path = pairing.remote_dir(home) / pairing.PEERS_FILE
         self._paired: set[str] | None = None  # machine ids seen paired, to tell `on_paired` of new ones
         self._send: dict[str, SendSession] = {}
         self._receive: dict[str, ReceiveSession] = {}
@@ -201,7 +202,7 @@ class RemoteNode:
     # --- peers and sessions --------------------------------------------------------------------------------
 
     def _reload_peers(self) -> None:
-        path = pairing.remote_dir(self.home) / pairing.PEERS_FILE
+        path = self._peers_path
         try:
             stamp: int | None = path.stat().st_mtime_ns
         except FileNotFoundError:

@@ -191,16 +191,14 @@ class SendSession:
             self.epoch = 0
             self.next = self.reserved = rekey_at  # forces a fresh epoch on first use
             self._ephemeral = b""
+            self.ephemeral_public = b""
         else:
             self.epoch = int(state["epoch"])
             self._ephemeral = unb64(state["ephemeral"])
             # Everything below `reserved` may have been used before a crash: resume past it.
             self.next = self.reserved = int(state["reserved"])
+            self.ephemeral_public = nacl.bindings.crypto_scalarmult_base(self._ephemeral)
         self._key = self._derive() if self._ephemeral else b""
-
-    @property
-    def ephemeral_public(self) -> bytes:
-        return nacl.bindings.crypto_scalarmult_base(self._ephemeral)
 
     def _derive(self) -> bytes:
         return session_key(
@@ -223,6 +221,7 @@ class SendSession:
             epoch, ephemeral = self.epoch + 1, bytes(nacl.public.PrivateKey.generate())
             self._persist(epoch, ephemeral, 1 + self.block)
             self.epoch, self._ephemeral, self.next, self.reserved = epoch, ephemeral, 1, 1 + self.block
+            self.ephemeral_public = nacl.bindings.crypto_scalarmult_base(ephemeral)
             self._key = self._derive()
         elif self.next >= self.reserved:
             reserved = self.next + self.block
