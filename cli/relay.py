@@ -1,11 +1,15 @@
 # `harness relay serve`: run the relay that routes sealed frames between paired machines (127.0.0.1 only
-# here). It holds no keys and stores nothing; on exit it prints its counters.
+# here). It holds no keys and stores nothing; on exit it prints its counters. `--record FILE` appends every
+# message it sees to FILE, so a test or an auditor can check that it only ever held routing and ciphertext.
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
-from typing import Annotated
+import time
+from pathlib import Path
+from typing import Annotated, TextIO
 
 import trio
 import typer
@@ -15,21 +19,48 @@ from harness.io.relay import HOST, Relay, RelayLimits
 relay_app = typer.Typer(help="The relay between paired machines.", no_args_is_help=True)
 
 
+class Recorder:
+    """Appends one JSON line per message the relay sees, flushed at once (a killed relay loses none)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def __call__(self, direction: str, message: str) -> None:
+        line = {"at": round(time.time() * 1000), "direction": direction, "message": message}
+        self.out.write(json.dumps(line, ensure_ascii=False) + "\n")
+        self.out.flush()
+
+
 @relay_app.command()
 def serve(
     port: Annotated[int, typer.Option("--port", help="Port on 127.0.0.1 (0 picks a free one).")] = 8765,
     queue: Annotated[
         int, typer.Option("--queue", help="Frames queued per connection.")
     ] = RelayLimits().queue_frames,
+    record: Annotated[
+        Path | None,
+        typer.Option(
+            "--record",
+            help="Append every message the relay sees to this file, one JSON line each, flushed per line: "
+            '{"at": unix ms, "direction": "in" (from a machine) | "out" (to a machine), "message": the '
+            "WebSocket text as received or sent}. Only for audits and tests: it grows without bound.",
+        ),
+    ] = None,
 ) -> None:
-    """Serve until Ctrl-C."""
-    relay = Relay(RelayLimits(queue_frames=queue))
+    """Serve until Ctrl-C (with --record FILE, also log every message it routes, for audits)."""
+    with contextlib.ExitStack() as stack:
+        out = None
+        if record is not None:  # private (0600) like the rest of a machine's remote state
+            fd = os.open(record, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            out = stack.enter_context(open(fd, "a", encoding="utf-8"))
+        observe = None if out is None else Recorder(out)
+        relay = Relay(RelayLimits(queue_frames=queue), observe=observe)
 
-    async def main() -> None:
-        async with trio.open_nursery() as nursery:
-            bound = await nursery.start(relay.serve, port)
-            print(f"harness relay: listening on ws://{HOST}:{bound}", file=sys.stderr, flush=True)
+        async def main() -> None:
+            async with trio.open_nursery() as nursery:
+                bound = await nursery.start(relay.serve, port)
+                print(f"harness relay: listening on ws://{HOST}:{bound}", file=sys.stderr, flush=True)
 
-    with contextlib.suppress(KeyboardInterrupt):
-        trio.run(main)
+        with contextlib.suppress(KeyboardInterrupt):
+            trio.run(main)
     print(json.dumps({"stats": dict(relay.stats)}), file=sys.stderr)

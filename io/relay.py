@@ -146,15 +146,15 @@ class Relay:
         challenge = secrets.token_bytes(32)
         with trio.move_on_after(self.limits.hello_timeout):
             try:
-                await ws.send_message(
-                    _dump(
-                        {
-                            "type": "challenge",
-                            "relayKey": b64(bytes(relay_key.public_key)),
-                            "nonce": b64(challenge),
-                        }
-                    )
+                hello_request = _dump(
+                    {
+                        "type": "challenge",
+                        "relayKey": b64(bytes(relay_key.public_key)),
+                        "nonce": b64(challenge),
+                    }
                 )
+                self._seen("out", hello_request)
+                await ws.send_message(hello_request)
                 message = await ws.get_message()
             except ConnectionClosed:
                 return None

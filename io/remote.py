@@ -118,6 +118,8 @@ class _Item:
     request_id: str
     body: dict[str, Any]
     notice: d.Submit | None = None  # the owner reports `queued` for it while the peer is unreachable
+    reported: bool = False  # the owner was told it waits (once per item)
+    maybe_delivered: bool = False  # an attempt went out unanswered: the destination's own report wins
 
 
 @attrs.define(eq=False)
@@ -485,7 +487,6 @@ class RemoteNode:
                 continue
             item = outbox.items[0]
             delay = self.retry_min
-            reported = uncertain = False
             while True:
                 try:
                     await self.request(machine, item.body, request_id=item.request_id)
@@ -497,23 +498,22 @@ class RemoteNode:
                     )
                     break
                 except RemoteUnavailable as error:
-                    # Certainly not handed over: say so once in the owner's view, unless an earlier attempt
-                    # may have reached the destination (whose own report then wins).
-                    if (
-                        not (reported or uncertain)
-                        and item.notice is not None
-                        and self.report_local is not None
-                    ):
-                        notice = item.notice
-                        await self.report_local(
-                            DeliveryReport(notice.team_id, notice.notice_id, "queued", error.code)
-                        )
-                        reported = True
+                    await self._report_waiting(outbox, error.code)
                 except RemoteUncertain:
-                    uncertain = True
+                    item.maybe_delivered = True
                 await trio.sleep(delay)
                 delay = min(delay * 2, self.retry_max)
             outbox.items.popleft()
+
+    async def _report_waiting(self, outbox: _Outbox, code: str) -> None:
+        """The peer is certainly unreachable (`code`): every notice in its outbox waits, and the owner's view
+        says so once per notice, unless an attempt of it may have reached the destination."""
+        for item in list(outbox.items):
+            notice = item.notice
+            if notice is None or item.reported or item.maybe_delivered or self.report_local is None:
+                continue
+            item.reported = True
+            await self.report_local(DeliveryReport(notice.team_id, notice.notice_id, "queued", code))
 
     # --- requests in ---------------------------------------------------------------------------------------
 
