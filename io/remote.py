@@ -312,8 +312,8 @@ class RemoteNode:
         delay = self.retry_min
         while True:
             url = self.relay_url or pairing.relay_url(self.home)
-            if url is None:
-                await trio.sleep(self.retry_max)
+            if url is None:  # not paired with anyone yet: `pair create` names the relay
+                await trio.sleep(min(self.retry_max, PEERS_POLL))
                 continue
             try:
                 async with connect_relay(url, self.identity) as client:
