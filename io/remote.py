@@ -56,11 +56,12 @@ from harness.io.relay import (
     Frame,
     RelayClient,
     RelayError,
+    RelayLimits,
     connect_relay,
 )
 from harness.io.relay import Notice as RelayNotice
 from harness.io.rpc import BAD_REQUEST, UNAUTHORIZED, error_frame
-from harness.io.seal import SEALED, ReceiveSession, SealError, SendSession
+from harness.io.seal import OVERHEAD, SEALED, ReceiveSession, SealError, SendSession
 from harness.io.team_delivery import DeliveryReport, OwnerRequest, Reporter, TeamDelivery
 from harness.io.team_delivery import request as delivery_request
 
@@ -78,6 +79,10 @@ PEERS_POLL: Final = 1.0  # seconds between looks at peers.json for machines pair
 DEFAULT_REQUEST_TIMEOUT: Final = 30.0
 REMOTE_WAIT_MARGIN: Final = 15.0  # beyond a `wait` request's own seconds
 OBSERVATION_ACTIONS: Final = frozenset({"get", "members", "list"})  # owner reads a paired machine may make
+# Answers that say "not now" rather than "no": an outbox item keeps its place and is tried again.
+PASSING_REFUSALS: Final = frozenset({"busy", OFFLINE, UNCERTAIN})
+# The largest response body sent back: a sealed frame above the relay's blob bound would be refused there.
+RESPONSE_BYTES: Final = RelayLimits().blob_bytes - OVERHEAD
 WATCH_POLL: Final = 1.0  # seconds between `get`s of a remote watch (subscribe does not cross the relay)
 
 TeamHandler = Callable[[str], Awaitable[str | None]]
@@ -137,7 +142,9 @@ def _report_json(report: DeliveryReport) -> dict[str, Any]:
     }
 
 
-def _report_from_json(data: dict[str, Any]) -> DeliveryReport:
+def _report_from_json(data: object) -> DeliveryReport:
+    if not isinstance(data, dict):
+        raise TypeError("a report is one JSON object")
     reason = data.get("reason")
     return DeliveryReport(
         str(data["teamId"]),
@@ -187,7 +194,7 @@ class RemoteNode:
         self._peers: dict[str, pairing.Peer] = {}
         self._peers_stamp: int | None = -1
         self._peers_path = pairing.remote_dir(home) / pairing.PEERS_FILE
-        self._paired: set[str] | None = None  # machine ids seen paired, to tell `on_paired` of new ones
+        self._peers_loaded = False  # after the first load, machines paired (again) are told to `on_paired`
         self._send: dict[str, SendSession] = {}
         self._receive: dict[str, ReceiveSession] = {}
         self._waiting: dict[str, _Waiter] = {}
@@ -211,15 +218,19 @@ class RemoteNode:
             stamp = None
         if stamp != self._peers_stamp:
             self._peers_stamp = stamp
+            before = {p.address: p.paired_at for p in self._peers.values()}
             self._peers = pairing.peers(self.home)
-            machines = set(self._peers)
-            if self._paired is not None and self.on_paired is not None:
-                for machine in sorted(machines - self._paired):
+            now = {p.address: p.paired_at for p in self._peers.values()}
+            # Unpaired, or paired again (fresh seal state both ways): its sessions restart from the files.
+            for address in list(self._send.keys() | self._receive.keys()):
+                if now.get(address) != before.get(address):
+                    self._send.pop(address, None)
+                    self._receive.pop(address, None)
+            fresh = {p.machine_id for p in self._peers.values() if before.get(p.address) != p.paired_at}
+            if self._peers_loaded and self.on_paired is not None:
+                for machine in sorted(fresh):
                     self.on_paired(machine)
-            self._paired = machines
-            for address in [a for a in self._send if a not in {p.address for p in self._peers.values()}]:
-                del self._send[address]  # unpaired (or paired again): its sessions start from the files
-                self._receive.pop(address, None)
+            self._peers_loaded = True
 
     def peer(self, ref: str) -> pairing.Peer | None:
         """A paired machine by machine id or relay address (re-reading peers.json when it changed)."""
@@ -358,7 +369,9 @@ class RemoteNode:
                 waiter.failure = notice.kind
                 waiter.done.set()
         elif notice.to is not None and notice.kind == OFFLINE:
-            self._fail_address(notice.to, OFFLINE)
+            # About a frame that was no request (a response, a report's answer): the peer left, and the
+            # requests waiting on it may have reached it before it did.
+            self._fail_address(notice.to, UNCERTAIN)
 
     def _fail_address(self, address: str, kind: str) -> None:
         for waiter in self._waiting.values():
@@ -492,11 +505,13 @@ class RemoteNode:
                     await self.request(machine, item.body, request_id=item.request_id)
                     break
                 except RemoteRefused as error:
-                    self.stats["outbox_refused"] += 1
-                    self._log(
-                        f"machine {machine} refused {item.body.get('op') or item.body.get('ch')}: {error}"
-                    )
-                    break
+                    if error.code not in PASSING_REFUSALS:
+                        self.stats["outbox_refused"] += 1
+                        self._log(
+                            f"machine {machine} refused {item.body.get('op') or item.body.get('ch')}: {error}"
+                        )
+                        break
+                    item.maybe_delivered |= error.code == UNCERTAIN
                 except RemoteUnavailable as error:
                     await self._report_waiting(outbox, error.code)
                 except RemoteUncertain:
@@ -518,6 +533,10 @@ class RemoteNode:
     # --- requests in ---------------------------------------------------------------------------------------
 
     async def _respond(self, peer: pairing.Peer, body: dict[str, Any]) -> None:
+        size = len(json.dumps(body, separators=(",", ":")).encode())
+        if size > RESPONSE_BYTES:  # the relay would refuse it, and the asker could only retry forever
+            detail = f"the answer has {size} bytes; the relay carries at most {RESPONSE_BYTES} (blob_bytes)"
+            body = {"k": "res", "id": body["id"], "error": "bound_exceeded", "detail": detail}
         with contextlib.suppress(RemoteUnavailable, RelayError):
             await self._seal_and_send(peer, body)
 
@@ -553,9 +572,13 @@ class RemoteNode:
             if channel == "status":
                 return await self._execute_status(peer, str(message["teamId"]), message["noticeIds"])
             if channel == "report":
+                report = _report_from_json(message["report"])
+                if peer.machine_id not in self._holders.get(report.team_id, ()):
+                    detail = f"no notices of team {report.team_id} went to machine {peer.machine_id}"
+                    return {"error": "not_found", "detail": detail}
                 if self.report_local is None:
                     return {"error": OFFLINE, "detail": "this machine owns no ledger"}
-                await self.report_local(_report_from_json(message["report"]))
+                await self.report_local(report)
                 return {"result": True}
             return {"error": BAD_REQUEST, "detail": f"unknown channel {channel!r}"}
         except (KeyError, ValueError, TypeError) as error:
@@ -592,6 +615,10 @@ class RemoteNode:
         if isinstance(command, d.Submit):
             if command.machine_id != self.machine_id:
                 return {"error": BAD_REQUEST, "detail": f"that notice is not for machine {self.machine_id}"}
+            owner = self._owners.get(command.team_id)
+            if owner is not None and owner != peer.machine_id:
+                detail = f"team {command.team_id}'s notices come from machine {owner}, not {peer.machine_id}"
+                return {"error": "conflict", "detail": detail}
             self._learn_owner(command.team_id, peer.machine_id)
         elif isinstance(command, d.Hold) and command.team_id not in self._owners:
             # A paused team's first notices here come after its hold, which must not be refused.

@@ -105,7 +105,8 @@ def load_identity(directory: Path) -> Identity:
 
 
 class SealError(Exception):
-    """A frame that was refused; `reason` is one of malformed, stale, replay, forged. No state changed."""
+    """A frame that was refused; `reason` is one of malformed, stale, replay, forged, exhausted (sending).
+    No state changed."""
 
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(f"{reason}: {detail}")
@@ -291,6 +292,8 @@ class ReceiveSession:
 
     def _accept(self, epoch: int, counter: int, body: bytes) -> bytes:
         if epoch > self.epoch:
+            hwm, seen = counter, 1
+        elif counter - self.hwm >= self.window:  # a jump past the whole window: nothing in it was seen
             hwm, seen = counter, 1
         elif counter > self.hwm:
             hwm, seen = counter, ((self.seen << (counter - self.hwm)) | 1) & self._mask

@@ -14,11 +14,12 @@ import pytest
 import trio
 
 from harness.core import delivery as d
+from harness.core.codec import desk_command_to_json
 from harness.core.records import NoticeKind
 from harness.io import pairing
 from harness.io.client import RemoteError
 from harness.io.relay import Relay
-from harness.io.remote import PeerDelivery, RemoteNode, call_remote
+from harness.io.remote import RESPONSE_BYTES, PeerDelivery, RemoteNode, RemoteRefused, call_remote
 from harness.io.rpc import result_frame
 from harness.io.team_delivery import DeliveryReport, Reporter
 
@@ -227,3 +228,55 @@ async def test_frames_from_an_unpaired_machine_are_refused(tmp_path: Path) -> No
         assert caught.value.code == "unpaired"
         assert world.node_a.stats["unpaired_frames"] == 1
         assert world.owner.frames == []
+
+
+async def test_a_destination_keeps_a_team_to_the_machine_that_first_sent_its_notices(tmp_path: Path) -> None:
+    async with two_machines(tmp_path) as world:
+        b_id = world.node_b.machine_id
+        await PeerDelivery(world.node_a, b_id).submit(submit(f"{TEAM_ID}/q1/question", b_id))
+        await eventually(lambda: len(world.desk_b.requests) == 1)
+        impostor = attrs.evolve(world.node_b.peer(world.node_a.machine_id), machine_id="machine-impostor")
+        claim = {"ch": "delivery", "command": desk_command_to_json(submit(f"{TEAM_ID}/q9/question", b_id))}
+        refused = await world.node_b._execute(impostor, claim)  # type: ignore[arg-type]
+        assert refused["error"] == "conflict"
+        release = {"ch": "delivery", "command": desk_command_to_json(d.Release(1, TEAM_ID))}
+        assert (await world.node_b._execute(impostor, release))["error"] == "not_found"  # type: ignore[arg-type]
+        assert len(world.desk_b.requests) == 1
+
+
+async def test_an_outbox_item_answered_busy_keeps_its_place_and_is_tried_again(tmp_path: Path) -> None:
+    node = RemoteNode(tmp_path / "home", retry_min=0.01, retry_max=0.02, log=lambda line: None)
+    answers = ["busy", "busy", "offline", None, None]
+    tried: list[str] = []
+
+    async def request(machine: str, body: object, *, request_id: str | None = None, **_: object) -> object:
+        assert request_id is not None
+        tried.append(request_id)
+        code = answers.pop(0)
+        if code is not None:
+            raise RemoteRefused(code, "not now")
+        return {"result": True}
+
+    node.request = request  # type: ignore[method-assign]
+    node.enqueue("machine-b", {"ch": "delivery", "command": desk_command_to_json(d.Hold(1, TEAM_ID))})
+    node.enqueue("machine-b", {"ch": "delivery", "command": desk_command_to_json(d.Release(2, TEAM_ID))})
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(node._outbox_worker, "machine-b", node._outboxes["machine-b"])
+        await eventually(lambda: not node._outboxes["machine-b"].items)
+        nursery.cancel_scope.cancel()
+    assert len(tried) == 5 and len(set(tried[:4])) == 1  # the hold, four times under one id; then the release
+
+
+async def test_an_answer_too_large_for_the_relay_is_refused_by_its_bound_not_retried(tmp_path: Path) -> None:
+    node = RemoteNode(tmp_path / "home", log=lambda line: None)
+    sent: list[dict[str, object]] = []
+
+    async def seal_and_send(peer: object, body: dict[str, object], ref: str | None = None) -> None:
+        sent.append(body)
+
+    node._seal_and_send = seal_and_send  # type: ignore[method-assign]
+    peer = pairing.Peer("machine-b", b"\x01" * 32, "ws://127.0.0.1:1", 0)
+    await node._respond(peer, {"k": "res", "id": "r1", "frame": "x" * RESPONSE_BYTES})
+    await node._respond(peer, {"k": "res", "id": "r2", "frame": "small"})
+    assert sent[0]["error"] == "bound_exceeded" and "blob_bytes" in str(sent[0]["detail"])
+    assert sent[1] == {"k": "res", "id": "r2", "frame": "small"}

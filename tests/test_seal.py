@@ -200,3 +200,17 @@ def test_window_property(tmp_path_factory: pytest.TempPathFactory, data: st.Data
     for counter in accepted:
         with pytest.raises(SealError):
             restarted.open(frames[counter - 1])
+
+
+def test_a_counter_far_ahead_moves_the_mark_without_growing_the_window(tmp_path: Path) -> None:
+    # A frame far beyond the mark (a peer's bug, or its keys in the wrong hands) costs what any frame costs.
+    sender, receiver = pair(tmp_path)
+    first = sender.seal(b"one")
+    assert receiver.open(first) == b"one"
+    sender.next, sender.reserved = 1 << 39, (1 << 39) + 8  # below rekey_at: the same epoch
+    assert receiver.open(sender.seal(b"far")) == b"far"
+    assert receiver.hwm == 1 << 39 and receiver.seen == 1
+    with pytest.raises(SealError) as refused:
+        receiver.open(first)
+    assert refused.value.reason == "replay"
+    assert receiver.open(sender.seal(b"next")) == b"next"
