@@ -7,10 +7,11 @@ import enum
 
 import attrs
 
+from .effects import parse_notice_id
 from .errors import ErrorCode, Rejected
 from .limits import DEFAULT_LIMITS, Limits
 from .outcome import reject
-from .records import Exchange, Membership, QuestionState, Team
+from .records import DeliveryView, Exchange, Membership, NoticeKind, QuestionState, Team
 from .team import actor_of
 
 
@@ -104,3 +105,18 @@ def decide_wait(team: Team, waiter_id: str, exchange: Exchange, now: int, until:
 def waiter_for(team: Team, viewer: Membership | None, exchange: Exchange) -> str:
     """Whose incoming questions break a wait: the waiting member's, or for the owner the asker's."""
     return viewer.id if viewer is not None else exchange.from_
+
+
+def delivery_view(team: Team, notice_id: str) -> DeliveryView | None:
+    """What the owner last recorded of a notice's delivery; None: nothing yet, or no such notice."""
+    parsed = parse_notice_id(notice_id)
+    if parsed is None or parsed[0] != team.id:
+        return None
+    _team_id, subject_id, kind = parsed
+    if kind is NoticeKind.INTRODUCTION:
+        member = team.members.get(subject_id)
+        return None if member is None else member.introduction
+    exchange = team.exchanges.get(subject_id)
+    if exchange is None:
+        return None
+    return exchange.delivery if kind is NoticeKind.QUESTION else exchange.answer_delivery

@@ -79,7 +79,15 @@ from harness.core.effects import (
 from harness.core.errors import ErrorCode, Rejected
 from harness.core.limits import DEFAULT_LIMITS, Limits
 from harness.core.outcome import Accepted, reject
-from harness.core.queries import decide_wait, inbox, reader, status, visible_exchange, waiter_for
+from harness.core.queries import (
+    decide_wait,
+    delivery_view,
+    inbox,
+    reader,
+    status,
+    visible_exchange,
+    waiter_for,
+)
 from harness.core.records import (
     EMPTY_LEDGER,
     Exchange,
@@ -307,6 +315,7 @@ class Daemon:
             self.node = self._new_node(self.home)
             # Now, not only in attach_remote: the desk reports as it opens, about teams owned here too.
             self.node.report_local = self.report
+            self.node.owns_team = lambda team_id: team_id in self.working.teams
             self.desk = DeskRunner(
                 self.home,
                 self.machine_id,
@@ -578,7 +587,10 @@ class Daemon:
             if team_id in self.unavailable:
                 continue
             prefix = partial(self._command_prefix, self.durable)
-            commands = [desk_command(self.durable, e, at, self.limits, prefix) for e in restatement(team)]
+            commands = [
+                desk_command(self.durable, effect, at, self.limits, prefix)
+                for effect in restatement(team, self.limits)
+            ]
             submitted = {c.machine_id for c in commands if isinstance(c, d.Submit)} - {self.machine_id}
             team_wide = sorted(submitted.union(self.node.holders(team_id)))
             for command in commands:
@@ -599,8 +611,15 @@ class Daemon:
                 self.node.restate(other, owed)
             else:  # no route: its notices show `queued`, reason `unpaired`, until it is paired
                 for request in owed:
-                    if isinstance(request, d.Submit):
+                    if isinstance(request, d.Submit) and self._never_left(request):
                         self._work_send.send_nowait((other, request))
+
+    def _never_left(self, submit: d.Submit) -> bool:
+        """Whether the owner's view of a notice says it never got past `queued` (a later state, reported by
+        a machine since unpaired, is still the truest word on it)."""
+        team = self.durable.teams.get(submit.team_id)
+        view = None if team is None else delivery_view(team, submit.notice_id)
+        return view is None or view.state == d.DeliveryState.QUEUED.value
 
     def _destination(self, machine_id: str | None) -> TeamDelivery | None:
         """Where a request for `machine_id` goes; None: no route to that machine (not paired)."""

@@ -237,6 +237,9 @@ class DeskRunner:
             if outcome.code is ErrorCode.CORRUPT_STATE:
                 state, reason = d.DeliveryState.QUEUED, outcome.code.value  # owed; waits for the repair
             await self._report(DeliveryReport(command.team_id, command.notice_id, state.value, reason))
+        elif not outcome.changed:  # a repeat or a restatement: the owner's view may be stale, so tell it
+            notice = outcome.state.notices[command.notice_id]
+            await self._report(_report_of(notice.team_id, notice.id, notice.state, notice.reason))
 
     async def status(self, team_id: str, notice_ids: Sequence[str]) -> list[DeliveryReport]:
         return [

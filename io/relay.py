@@ -341,7 +341,7 @@ class RelayClient:
                         str(data["notice"]), data.get("to"), data.get("id"), str(data.get("detail", ""))
                     )
                 return Frame(str(data["from"]), unb64(data["blob"]))
-            except (ValueError, TypeError, KeyError):
+            except (ValueError, TypeError, KeyError, RecursionError):
                 continue  # not something this client understands; the relay is not trusted with much
 
 

@@ -30,10 +30,12 @@ import contextlib
 import hmac
 import json
 import os
+import re
 import secrets
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
@@ -83,7 +85,9 @@ OBSERVATION_ACTIONS: Final = frozenset({"get", "members", "list"})  # owner read
 PASSING_REFUSALS: Final = frozenset({"busy", OFFLINE, UNCERTAIN})
 # The largest response body sent back: a sealed frame above the relay's blob bound would be refused there.
 RESPONSE_BYTES: Final = RelayLimits().blob_bytes - OVERHEAD
+REASON: Final = re.compile(r"[a-z_]{1,40}")  # a delivery reason as desks and outboxes give them
 WATCH_POLL: Final = 1.0  # seconds between `get`s of a remote watch (subscribe does not cross the relay)
+WATCH_GET_TIMEOUT: Final = 10.0  # one look of a remote watch; a person closing the view waits at most this
 
 TeamHandler = Callable[[str], Awaitable[str | None]]
 
@@ -146,6 +150,9 @@ def _report_from_json(data: object) -> DeliveryReport:
     if not isinstance(data, dict):
         raise TypeError("a report is one JSON object")
     reason = data.get("reason")
+    d.DeliveryState(data["state"])  # a known state, or ValueError
+    if reason is not None and not (isinstance(reason, str) and REASON.fullmatch(reason)):
+        raise ValueError(f"a report's reason is a short code, not {str(reason)[:40]!r}")
     return DeliveryReport(
         str(data["teamId"]),
         str(data["noticeId"]),
@@ -181,6 +188,8 @@ class RemoteNode:
         self.local_delivery: TeamDelivery | None = None  # this machine's desk, for requests from owners
         self.report_local: Reporter | None = None  # this machine's ledger, for reports from destinations
         self.on_paired: Callable[[str], None] | None = None  # told each machine paired while running
+        # Whether this machine's ledger owns a team: no peer may steer or hear about such a team here.
+        self.owns_team: Callable[[str], bool] = lambda team_id: False
         self._seal_options: dict[str, int] = {}
         if seal_block is not None:
             self._seal_options["block"] = seal_block
@@ -200,7 +209,7 @@ class RemoteNode:
         self._waiting: dict[str, _Waiter] = {}
         self._done: collections.OrderedDict[tuple[str, str], dict[str, Any]] = collections.OrderedDict()
         self._running: dict[tuple[str, str], trio.Event] = {}
-        self._inbound = 0
+        self._inbound: collections.Counter[str] = collections.Counter()  # requests served, by peer address
         self._last_refusal: tuple[str, str] | None = None
         self._outboxes: dict[str, _Outbox] = {}
         # Remembered across restarts: the owner of each remote team whose notices this desk holds (reports
@@ -401,7 +410,7 @@ class RemoteNode:
         except SealError as error:
             self._refused(peer, error.reason, str(error))
             return
-        except ValueError:
+        except (ValueError, RecursionError):
             self._refused(peer, "malformed", "the opened frame is not JSON")
             return
         self._last_refusal = None
@@ -414,12 +423,12 @@ class RemoteNode:
                 waiter.done.set()
         elif message.get("k") == "req" and isinstance(message.get("id"), str):
             assert self._nursery is not None
-            if self._inbound >= INBOUND_LIMIT:
+            if self._inbound[peer.address] >= INBOUND_LIMIT:
                 await self._respond(
                     peer, {"k": "res", "id": message["id"], "error": "busy", "detail": "retry"}
                 )
                 return
-            self._inbound += 1
+            self._inbound[peer.address] += 1
             self._nursery.start_soon(self._serve_request, peer, message)
 
     def _refused(self, peer: pairing.Peer, reason: str, detail: str) -> None:
@@ -510,6 +519,10 @@ class RemoteNode:
                         self._log(
                             f"machine {machine} refused {item.body.get('op') or item.body.get('ch')}: {error}"
                         )
+                        if item.notice is not None and self.report_local is not None:  # never silent loss
+                            notice = item.notice
+                            refused = DeliveryReport(notice.team_id, notice.notice_id, "rejected", error.code)
+                            await self.report_local(refused)
                         break
                     item.maybe_delivered |= error.code == UNCERTAIN
                 except RemoteUnavailable as error:
@@ -551,14 +564,20 @@ class RemoteNode:
                 self._running[key] = trio.Event()
                 try:
                     response = await self._execute(peer, message)
+                except Exception:  # a fault of this machine, not of the peer: it must not end the node
+                    self._log("internal error serving a peer's request:\n" + traceback.format_exc())
+                    response = {"error": UNCERTAIN, "detail": "this machine failed while serving it"}
                 finally:
                     self._running.pop(key).set()
-                self._done[key] = response
+                if message.get("ch") != "team":  # a gateway never retries one (the frame's own id does)
+                    self._done[key] = response
                 while len(self._done) > DONE_CACHE:
                     self._done.popitem(last=False)
             await self._respond(peer, {"k": "res", "id": key[1], **response})
         finally:
-            self._inbound -= 1
+            self._inbound[peer.address] -= 1
+            if not self._inbound[peer.address]:
+                del self._inbound[peer.address]
 
     async def _execute(self, peer: pairing.Peer, message: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -581,8 +600,9 @@ class RemoteNode:
                 await self.report_local(report)
                 return {"result": True}
             return {"error": BAD_REQUEST, "detail": f"unknown channel {channel!r}"}
-        except (KeyError, ValueError, TypeError) as error:
-            return {"error": BAD_REQUEST, "detail": f"malformed request ({error!r})"}
+        except (KeyError, ValueError, TypeError, RecursionError) as error:
+            detail = f"malformed request ({type(error).__name__}: {error})"[:500]
+            return {"error": BAD_REQUEST, "detail": detail}
 
     async def _execute_team(self, text: str) -> dict[str, Any]:
         frame = json.loads(text)
@@ -612,6 +632,9 @@ class RemoteNode:
             return {"error": BAD_REQUEST, "detail": command.detail}
         if not isinstance(command, OwnerRequest):
             return {"error": BAD_REQUEST, "detail": "only an owner's requests travel to a desk"}
+        mine = [t for t in request_teams(command) if self.owns_team(t)]
+        if mine:
+            return {"error": "conflict", "detail": f"team {mine[0]} is owned by machine {self.machine_id}"}
         if isinstance(command, d.Submit):
             if command.machine_id != self.machine_id:
                 return {"error": BAD_REQUEST, "detail": f"that notice is not for machine {self.machine_id}"}
@@ -636,6 +659,8 @@ class RemoteNode:
         not apply here (a team this machine never held) is skipped; the rest still apply."""
         if not isinstance(commands, list):
             raise TypeError("commands must be a list")
+        if self.local_delivery is None:  # passing: the restatement keeps its place in the owner's outbox
+            return {"error": OFFLINE, "detail": "this machine has no delivery desk attached"}
         applied = 0
         for data in commands:
             response = await self._execute_delivery(peer, data)
@@ -653,7 +678,7 @@ class RemoteNode:
     async def route_report(self, report: DeliveryReport) -> None:
         """The local desk's reporter: reports about a remote-owned team go back to its owner."""
         owner = self._owners.get(report.team_id)
-        if owner is not None and owner != self.machine_id:
+        if owner is not None and owner != self.machine_id and not self.owns_team(report.team_id):
             self.enqueue(owner, {"ch": "report", "report": _report_json(report)})
         elif self.report_local is not None:
             await self.report_local(report)
@@ -878,7 +903,7 @@ def remote_snapshots(
     revision: object = None
     changed = time.monotonic()
     while not stop.is_set():
-        team = call_remote(home, machine, "get", team_id=team_id)
+        team = call_remote(home, machine, "get", team_id=team_id, timeout=WATCH_GET_TIMEOUT)
         now = time.monotonic()
         if not isinstance(team, dict) or team.get("revision") != revision:
             revision = team.get("revision") if isinstance(team, dict) else None

@@ -291,9 +291,7 @@ class ReceiveSession:
         return self._accept(epoch, counter, body)
 
     def _accept(self, epoch: int, counter: int, body: bytes) -> bytes:
-        if epoch > self.epoch:
-            hwm, seen = counter, 1
-        elif counter - self.hwm >= self.window:  # a jump past the whole window: nothing in it was seen
+        if epoch > self.epoch or counter - self.hwm >= self.window:  # a new epoch, or past the whole window
             hwm, seen = counter, 1
         elif counter > self.hwm:
             hwm, seen = counter, ((self.seen << (counter - self.hwm)) | 1) & self._mask

@@ -9,11 +9,13 @@ from pathlib import Path
 import attrs
 import trio
 
+from harness.core import delivery as d
 from harness.core.records import DeliveryView, Team
 from harness.io.agents import AgentRegistry
 from harness.io.daemon import Daemon, now_ms
 from harness.io.desk_runner import RunnerTiming
 from harness.io.journal import delivery_store_dir
+from harness.io.team_delivery import DeliveryReport
 from harness.io.terminal_port import Screen, ScreenState, WriteOutcome
 from tests.test_daemon import SMALL, Api, running, team_with_keys
 
@@ -269,3 +271,24 @@ async def test_notices_the_desk_never_received_are_resubmitted_after_a_restart(t
         owed = {"t1/q1/question"} | {f"t1/{member.id}/introduction" for member in members}
         assert set(daemon.desk.desk.notices) == owed
         assert [text for text in fake.written_to("agent-bob") if "still owed" in text] != []
+
+
+async def test_a_restated_notice_the_desk_holds_tells_the_owner_its_state_again(tmp_path: Path) -> None:
+    # The owner's view went stale (a report overwritten while a machine was unreachable); the restatement
+    # after its restart reaches the desk, which holds the notice and says again what became of it.
+    fake = FakeTerminals({"agent-alice": S.BUSY, "agent-bob": S.IDLE})
+    async with desk_daemon(tmp_path, fake) as daemon:
+        await local_team(daemon)
+        await until(lambda: is_(intro(daemon, "bob"), "delivered"))
+        assert daemon.desk is not None
+        bob = next(n for n in daemon.desk.desk.notices.values() if n.agent_id == "agent-bob")
+        await daemon.report(DeliveryReport("t1", bob.id, "queued", "offline"))
+        await until(lambda: is_(intro(daemon, "bob"), "queued", "offline"))
+        restated = d.Submit(
+            0, "t1", bob.id, bob.kind, bob.subject_id, bob.membership_id, daemon.machine_id, bob.agent_id,
+            bob.expires_at, "rendered anew",
+        )  # fmt: skip
+        await daemon.desk.submit(restated)
+        await until(lambda: is_(intro(daemon, "bob"), "delivered"))
+        written = fake.written_to("agent-bob")
+        assert len(written) == 1 and "rendered anew" not in written[0]  # held once, its first text stands

@@ -280,3 +280,23 @@ async def test_an_answer_too_large_for_the_relay_is_refused_by_its_bound_not_ret
     await node._respond(peer, {"k": "res", "id": "r2", "frame": "small"})
     assert sent[0]["error"] == "bound_exceeded" and "blob_bytes" in str(sent[0]["detail"])
     assert sent[1] == {"k": "res", "id": "r2", "frame": "small"}
+
+
+async def test_a_peer_cannot_steer_a_team_this_machine_owns_nor_end_the_node(tmp_path: Path) -> None:
+    node = RemoteNode(tmp_path / "home", log=lambda line: None)
+    node.local_delivery = FakeDesk(node.route_report)
+    owned: list[DeliveryReport] = []
+
+    async def record(report: DeliveryReport) -> None:
+        owned.append(report)
+
+    node.report_local = record
+    node.owns_team = lambda team_id: team_id == "mine"
+    peer = pairing.Peer("machine-x", b"\x01" * 32, "ws://127.0.0.1:1", 0)
+    hold = {"ch": "delivery", "command": desk_command_to_json(d.Hold(1, "mine"))}
+    assert (await node._execute(peer, hold))["error"] == "conflict"
+    node._owners["mine"] = "machine-x"  # even if a peer was once let in, reports of this team stay here
+    await node.route_report(DeliveryReport("mine", "mine/q1/question", "delivered", None))
+    assert [r.team_id for r in owned] == ["mine"] and not node._outboxes
+    deep = await node._execute(peer, {"ch": "team", "frame": "[" * 200_000})
+    assert deep["error"] == "bad_request"
