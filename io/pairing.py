@@ -125,6 +125,9 @@ class Peer:
     public_key: bytes
     relay: str
     paired_at: int
+    # A secret of this pairing only (from the code both sides held), mixed into every session key: frames
+    # of an earlier pairing of the same two machines never open under this one, even replayed by the relay.
+    bond: bytes = attrs.field(default=b"", repr=False)
     address: str = attrs.field(init=False, eq=False)  # its relay address, derived from the key
 
     @address.default
@@ -142,7 +145,10 @@ class Peer:
 
 
 def _peer(data: dict[str, Any]) -> Peer:
-    return Peer(str(data["machineId"]), unb64(data["publicKey"]), str(data["relay"]), int(data["pairedAt"]))
+    bond = unb64(str(data.get("bond", "")))  # none in a peers.json from before bonds: sessions as they were
+    return Peer(
+        str(data["machineId"]), unb64(data["publicKey"]), str(data["relay"]), int(data["pairedAt"]), bond
+    )
 
 
 def peers(home: Path) -> dict[str, Peer]:
@@ -176,7 +182,7 @@ def _store_peer(home: Path, peer: Peer) -> None:
             _forget_sessions(home, fingerprint(unb64(old["publicKey"])))
         # A fresh pairing starts fresh sessions both ways (the peer forgot its side too).
         _forget_sessions(home, peer.address)
-        known[peer.machine_id] = peer.view()
+        known[peer.machine_id] = peer.view() | {"bond": b64(peer.bond)}  # the bond stays in this file
         homes.write_private_json(directory / PEERS_FILE, known)
 
 
@@ -263,6 +269,16 @@ def _mac(secret: bytes, label: bytes, *parts: bytes | str) -> str:
     return b64(nacl.hash.blake2b(data, digest_size=32, key=key, encoder=nacl.encoding.RawEncoder))
 
 
+def _bond(secret: bytes, code_id: bytes) -> bytes:
+    return nacl.hash.blake2b(
+        code_id,
+        digest_size=32,
+        key=_mac_key(secret),
+        person=b"harness-bond-v1",
+        encoder=nacl.encoding.RawEncoder,
+    )
+
+
 def _box_json(box: nacl.public.Box, data: dict[str, Any]) -> bytes:
     return bytes(box.encrypt(json.dumps(data).encode()))
 
@@ -314,7 +330,7 @@ def answer_request(
         else:
             record["usedBy"] = joiner_id
             homes.write_private_json(directory / CODES_FILE, codes)  # burnt before anything else happens
-            peer = Peer(joiner_id, joiner, relay_url(home) or "", int(at * 1000))
+            peer = Peer(joiner_id, joiner, relay_url(home) or "", int(at * 1000), _bond(secret, code_id))
             mac = _mac(secret, b"res", me.public, joiner, code_id, my_id, joiner_id)
             reply = {"ok": True, "machineId": my_id, "mac": mac}
     if peer is not None:
@@ -366,7 +382,13 @@ async def accept_code(home: Path, text: str, *, timeout: float = ACCEPT_TIMEOUT)
     expected = _mac(code.secret, b"res", code.public_key, me.public, code.code_id, code.machine_id, my_id)
     if reply.get("machineId") != code.machine_id or not hmac.compare_digest(expected, str(reply.get("mac"))):
         raise PairingError(BAD_SECRET, "the other machine could not prove it issued this code")
-    peer = Peer(code.machine_id, code.public_key, code.relay, int(time.time() * 1000))
+    peer = Peer(
+        code.machine_id,
+        code.public_key,
+        code.relay,
+        int(time.time() * 1000),
+        _bond(code.secret, code.code_id),
+    )
     if current is None:
         set_relay_url(home, code.relay)
     _store_peer(home, peer)

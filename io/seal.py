@@ -114,10 +114,20 @@ class SealError(Exception):
 
 
 def session_key(
-    dh_ephemeral: bytes, dh_static: bytes, *, ephemeral: bytes, sender: bytes, receiver: bytes, epoch: int
+    dh_ephemeral: bytes,
+    dh_static: bytes,
+    *,
+    ephemeral: bytes,
+    sender: bytes,
+    receiver: bytes,
+    epoch: int,
+    bond: bytes = b"",
 ) -> bytes:
+    """`bond` is the pairing's own secret: a key of one pairing never opens a frame of another."""
     material = dh_ephemeral + dh_static + ephemeral + sender + receiver + struct.pack(">I", epoch)
-    return nacl.hash.blake2b(material, digest_size=32, person=_PERSON, encoder=nacl.encoding.RawEncoder)
+    return nacl.hash.blake2b(
+        material, digest_size=32, key=bond, person=_PERSON, encoder=nacl.encoding.RawEncoder
+    )
 
 
 def nonce(counter: int) -> bytes:
@@ -180,11 +190,13 @@ class SendSession:
         *,
         block: int = DEFAULT_BLOCK,
         rekey_at: int = DEFAULT_REKEY_AT,
+        bond: bytes = b"",
     ) -> None:
         assert block >= 1 and 2 <= rekey_at <= MAX_COUNTER - block
         self.path = path
         self.identity = identity
         self.peer = peer
+        self.bond = bond
         self.block = block
         self.rekey_at = rekey_at
         state = _read_state(path)
@@ -209,6 +221,7 @@ class SendSession:
             sender=self.identity.public,
             receiver=self.peer,
             epoch=self.epoch,
+            bond=self.bond,
         )
 
     def _persist(self, epoch: int, ephemeral: bytes, reserved: int) -> None:
@@ -237,11 +250,14 @@ class SendSession:
 class ReceiveSession:
     """The receiving half of one direction (`peer` -> this machine). Not thread-safe; one owner calls open."""
 
-    def __init__(self, path: Path, identity: Identity, peer: bytes, *, window: int = DEFAULT_WINDOW) -> None:
+    def __init__(
+        self, path: Path, identity: Identity, peer: bytes, *, window: int = DEFAULT_WINDOW, bond: bytes = b""
+    ) -> None:
         assert window >= 1
         self.path = path
         self.identity = identity
         self.peer = peer
+        self.bond = bond
         self.window = window
         self._mask = (1 << window) - 1
         self._writes, self.epoch, self.hwm = _read_mark(path)
@@ -259,6 +275,7 @@ class ReceiveSession:
                 sender=self.peer,
                 receiver=self.identity.public,
                 epoch=epoch,
+                bond=self.bond,
             )
             if len(self._keys) >= 4:
                 self._keys.clear()

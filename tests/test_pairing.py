@@ -110,3 +110,26 @@ async def test_owner_offline_and_damaged_code(tmp_path: Path) -> None:
         with pytest.raises(pairing.PairingError, match="bad_code"):
             await pairing.accept_code(tmp_path / "b", code.text()[:-30])
         nursery.cancel_scope.cancel()
+
+
+async def test_each_pairing_has_its_own_bond_and_frames_of_another_never_open(tmp_path: Path) -> None:
+    from harness.io.seal import ReceiveSession, SealError, SendSession
+
+    bonds = []
+    async with owner_online(tmp_path) as (home_a, home_b, url):
+        for _ in range(2):  # the same two machines, paired twice
+            await pairing.accept_code(home_b, pairing.create_code(home_a, url).text())
+            a_side = pairing.peers(home_a)[pairing.homes.machine_id(home_b)]
+            b_side = pairing.peers(home_b)[pairing.homes.machine_id(home_a)]
+            assert a_side.bond == b_side.bond and len(a_side.bond) == 32  # both derive it from the code
+            assert "bond" not in a_side.view()  # `pair list` shows identities, never the pairing's secret
+            bonds.append(a_side.bond)
+    assert bonds[0] != bonds[1]
+    a, b = pairing.identity(home_a), pairing.identity(home_b)
+    earlier = SendSession(tmp_path / "old.send", a, b.public, bond=bonds[0]).seal(b"from the first pairing")
+    receiver = ReceiveSession(tmp_path / "new.recv", b, a.public, bond=bonds[1])
+    with pytest.raises(SealError) as refused:
+        receiver.open(earlier)  # a relay replaying a frame recorded before the machines paired again
+    assert refused.value.reason == "forged" and receiver.hwm == 0
+    current = SendSession(tmp_path / "new.send", a, b.public, bond=bonds[1]).seal(b"this pairing")
+    assert receiver.open(current) == b"this pairing"

@@ -493,7 +493,7 @@ def fresh_frames(world: World, count: int) -> list[bytes]:
     copy = world.tmp / "a-send-copy.json"
     shutil.copyfile(pairing.seal_paths(world.a.home, world.b.address)[0], copy)
     peer = pairing.peers(world.a.home)[world.b.machine_id]
-    session = SendSession(copy, pairing.identity(world.a.home), peer.public_key)
+    session = SendSession(copy, pairing.identity(world.a.home), peer.public_key, bond=peer.bond)
     session.next = session.reserved = session.reserved + 1_000_000
     body = json.dumps({"k": "req", "id": "forged", "ch": "status", "teamId": TEAM_ID, "noticeIds": []})
     return [session.seal(body.encode()) for _ in range(count)]
