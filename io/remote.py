@@ -63,7 +63,15 @@ from harness.io.relay import (
 )
 from harness.io.relay import Notice as RelayNotice
 from harness.io.rpc import BAD_REQUEST, UNAUTHORIZED, error_frame
-from harness.io.seal import OVERHEAD, SEALED, ReceiveSession, SealError, SendSession
+from harness.io.seal import (
+    DEFAULT_BLOCK,
+    DEFAULT_REKEY_AT,
+    OVERHEAD,
+    SEALED,
+    ReceiveSession,
+    SealError,
+    SendSession,
+)
 from harness.io.team_delivery import DeliveryReport, OwnerRequest, Reporter, TeamDelivery
 from harness.io.team_delivery import request as delivery_request
 
@@ -172,8 +180,8 @@ class RemoteNode:
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         retry_min: float = 0.2,
         retry_max: float = 5.0,
-        seal_block: int | None = None,
-        rekey_at: int | None = None,
+        seal_block: int = DEFAULT_BLOCK,
+        rekey_at: int = DEFAULT_REKEY_AT,
         log: Callable[[str], None] | None = None,
     ) -> None:
         self.home = home
@@ -190,11 +198,8 @@ class RemoteNode:
         self.on_paired: Callable[[str], None] | None = None  # told each machine paired while running
         # Whether this machine's ledger owns a team: no peer may steer or hear about such a team here.
         self.owns_team: Callable[[str], bool] = lambda team_id: False
-        self._seal_options: dict[str, int] = {}
-        if seal_block is not None:
-            self._seal_options["block"] = seal_block
-        if rekey_at is not None:
-            self._seal_options["rekey_at"] = rekey_at
+        self._seal_block = seal_block
+        self._rekey_at = rekey_at
         self._log = log or (lambda line: print(f"harness remote: {line}", file=sys.stderr, flush=True))
         self._token = homes.owner_token(home)
         self._handle_team: TeamHandler | None = None
@@ -250,7 +255,14 @@ class RemoteNode:
         session = self._send.get(peer.address)
         if session is None:
             path = pairing.seal_paths(self.home, peer.address)[0]
-            session = SendSession(path, self.identity, peer.public_key, **self._seal_options)
+            session = SendSession(
+                path,
+                self.identity,
+                peer.public_key,
+                block=self._seal_block,
+                rekey_at=self._rekey_at,
+                bond=peer.bond,
+            )
             self._send[peer.address] = session
         return session
 
@@ -258,7 +270,7 @@ class RemoteNode:
         session = self._receive.get(peer.address)
         if session is None:
             path = pairing.seal_paths(self.home, peer.address)[1]
-            session = ReceiveSession(path, self.identity, peer.public_key)
+            session = ReceiveSession(path, self.identity, peer.public_key, bond=peer.bond)
             self._receive[peer.address] = session
         return session
 
