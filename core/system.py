@@ -2,6 +2,11 @@
 # daemons do between them (team effects -> desk commands, desk reports -> team RecordDelivery) made
 # deterministic. The model checker and the stateful tests explore this; the trio daemon does the same routing
 # through its `team_delivery` interface, so a routing bug found here is a routing bug there.
+#
+# A machine can be `remote`: its desk is reached only through a link (the sealed relay between daemons). Then
+# the owner's requests for it leave the step as `ToDesk` and its desk's reports leave as `ToOwner`, and the
+# link hands each one over later as an `Arrived` action, so a model can lose, repeat and reorder them between
+# the two halves of what is otherwise one atomic step. Both halves are this same routing.
 from __future__ import annotations
 
 from collections import deque
@@ -35,6 +40,30 @@ from .team import step as team_step
 class System:
     ledger: Ledger = EMPTY_LEDGER
     desks: Map[str, d.Desk] = attrs.field(factory=Map)  # machine id -> its desk
+    remote: frozenset[str] = frozenset()  # machines whose desks are reached only through a link
+
+
+# What the owner asks of a destination's desk (the `team_delivery` requests): the desk's own commands.
+OwnerRequest = (
+    d.Submit
+    | d.Hold
+    | d.Release
+    | d.Withdraw
+    | d.WithdrawMember
+    | d.WithdrawTeam
+    | d.InboxRead
+    | d.AnswerRetrieved
+)
+OWNER_REQUESTS: tuple[type[OwnerRequest], ...] = (
+    d.Submit,
+    d.Hold,
+    d.Release,
+    d.Withdraw,
+    d.WithdrawMember,
+    d.WithdrawTeam,
+    d.InboxRead,
+    d.AnswerRetrieved,
+)
 
 
 @attrs.frozen
@@ -45,7 +74,17 @@ class AtDesk:
     command: d.DeskCommand
 
 
-Action = TeamCommand | AtDesk
+@attrs.frozen
+class Arrived:
+    """A `ToDesk` or `ToOwner` the link handed over: an owner request reaching `machine_id`'s desk, or that
+    machine's report (a RecordDelivery) reaching the owner. Applied as routed work: a refusal is an event (a
+    refused submit is reported back), never a rejection of the action."""
+
+    machine_id: str
+    command: OwnerRequest | RecordDelivery
+
+
+Action = TeamCommand | AtDesk | Arrived
 
 
 @attrs.frozen
@@ -54,6 +93,22 @@ class Routed:
 
     machine_id: str
     effect: d.DeskEffect
+
+
+@attrs.frozen
+class ToDesk:
+    """An owner request for a remote machine's desk: the shell hands it over through the link, in order."""
+
+    machine_id: str
+    command: OwnerRequest
+
+
+@attrs.frozen
+class ToOwner:
+    """A remote desk's report for the owner's ledger: the shell hands it over through the link, in order."""
+
+    machine_id: str
+    command: RecordDelivery
 
 
 @attrs.frozen
@@ -78,22 +133,33 @@ def step_system(
     """Apply one team or desk command, then route every effect it causes until the system is quiet.
 
     Returns the new system, the primary command's result, every event (team and desk, plus RouteRefused), and
-    the effects that leave the system: Routed desk effects and the team's ArmTimer. A rejected primary command
-    leaves the system untouched; a refused routed command is reported as an event and changes nothing.
+    the effects that leave the system: Routed desk effects, the team's ArmTimer, and (for remote machines)
+    ToDesk and ToOwner. A rejected primary command leaves the system untouched; a refused routed command is
+    reported as an event and changes nothing. An owner request addressed to a remote machine (AtDesk) leaves
+    as ToDesk; an Arrived action is applied where it arrived and is never rejected.
     """
     ledger = system.ledger
     desks = system.desks
-    at = action.command.at if isinstance(action, AtDesk) else action.at
-    work: deque[Action] = deque([action])
+    remote = system.remote
+    at = action.command.at if isinstance(action, AtDesk | Arrived) else action.at
+    start: AtDesk | TeamCommand = action if not isinstance(action, Arrived) else _landed(action)
+    landed = start if isinstance(action, Arrived) else None  # applied where it arrived, not sent on
+    work: deque[AtDesk | TeamCommand] = deque([start])
     events: list[object] = []
     out: list[object] = []
     result: object = None
-    first = True
+    first = not isinstance(action, Arrived)
     changed = False
     while work:
         item = work.popleft()
         outcome: Accepted[d.Desk] | Accepted[Ledger]
         if isinstance(item, AtDesk):
+            if item is not landed and _leaves(item, remote):
+                assert isinstance(item.command, OWNER_REQUESTS)
+                out.append(ToDesk(item.machine_id, item.command))  # the link hands it over (Arrived)
+                first = False
+                continue
+            reports = item.machine_id in remote  # its reports travel back through the link
             desk = desks.get(item.machine_id)
             if desk is None:
                 desk = _new_desk(ledger, item.machine_id)
@@ -103,7 +169,11 @@ def step_system(
                     return at_desk
                 events.append(RouteRefused(item.machine_id, item.command, at_desk))
                 if isinstance(item.command, d.Submit):  # never silent loss: the owner sees the refusal
-                    work.append(_refused_submit(item.command, at_desk))
+                    refused = _refused_submit(item.command, at_desk)
+                    if reports:
+                        out.append(ToOwner(item.machine_id, refused))
+                    else:
+                        work.append(refused)
                 continue
             outcome = at_desk
             if at_desk.changed:
@@ -111,15 +181,17 @@ def step_system(
                 changed = True
             for effect in at_desk.effects:
                 if isinstance(effect, d.DeliveryChanged):
-                    work.append(
-                        RecordDelivery(
-                            effect.at,
-                            effect.team_id,
-                            effect.notice_id,
-                            effect.state.value,
-                            None if effect.reason is None else effect.reason.value,
-                        )
+                    record = RecordDelivery(
+                        effect.at,
+                        effect.team_id,
+                        effect.notice_id,
+                        effect.state.value,
+                        None if effect.reason is None else effect.reason.value,
                     )
+                    if reports:
+                        out.append(ToOwner(item.machine_id, record))
+                    else:
+                        work.append(record)
                 else:
                     assert isinstance(effect, d.DESK_EFFECTS)
                     out.append(Routed(item.machine_id, effect))
@@ -138,14 +210,24 @@ def step_system(
                 if isinstance(effect, fx.ArmTimer):
                     out.append(effect)
                 else:
-                    work.extend(_route_team_effect(ledger, desks, effect, at, limits))
+                    work.extend(_route_team_effect(ledger, desks, effect, at, limits, remote=remote))
         events.extend(outcome.events)
         if first:
             result = outcome.result
             first = False
     if not changed:
         return Accepted(system, result, tuple(events), tuple(out), changed=False)
-    return Accepted(System(ledger, desks), result, tuple(events), tuple(out))
+    return Accepted(System(ledger, desks, remote), result, tuple(events), tuple(out))
+
+
+def _landed(arrived: Arrived) -> AtDesk | RecordDelivery:
+    command = arrived.command
+    return command if isinstance(command, RecordDelivery) else AtDesk(arrived.machine_id, command)
+
+
+def _leaves(item: AtDesk, remote: frozenset[str]) -> bool:
+    """An owner request for a remote machine: it leaves through the link instead of being applied."""
+    return item.machine_id in remote and isinstance(item.command, OWNER_REQUESTS)
 
 
 def _new_desk(ledger: Ledger, machine_id: str) -> d.Desk:
@@ -161,14 +243,22 @@ def _refused_submit(command: d.Submit, refused: Rejected) -> RecordDelivery:
 
 
 def _route_team_effect(
-    ledger: Ledger, desks: Map[str, d.Desk], effect: object, at: int, limits: Limits
+    ledger: Ledger,
+    desks: Map[str, d.Desk],
+    effect: object,
+    at: int,
+    limits: Limits,
+    *,
+    remote: frozenset[str],
 ) -> list[AtDesk]:
+    """Where a team effect goes. The owner cannot see a remote desk, so every remote machine gets the
+    team-wide requests and the withdrawals (a desk ignores a notice it never received)."""
     command = desk_command(ledger, effect, at, limits)
     if isinstance(command, d.Submit):
         return [AtDesk(command.machine_id, command)]
-    machines = sorted(desks.keys())
+    machines = sorted(set(desks.keys()) | remote)
     if isinstance(command, d.Withdraw):
-        return [AtDesk(m, command) for m in machines if command.notice_id in desks[m].notices]
+        return [AtDesk(m, command) for m in machines if m in remote or command.notice_id in desks[m].notices]
     return [AtDesk(machine, command) for machine in machines]
 
 
@@ -313,12 +403,17 @@ def render_notice(
 
 
 __all__ = [
+    "OWNER_REQUESTS",
     "Action",
+    "Arrived",
     "AtDesk",
+    "OwnerRequest",
     "Prefix",
     "RouteRefused",
     "Routed",
     "System",
+    "ToDesk",
+    "ToOwner",
     "answer_retrieved_action",
     "command_prefix",
     "desk_command",

@@ -14,18 +14,11 @@ from typing import Protocol
 import attrs
 
 from harness.core import delivery as d
+from harness.core import system
 
-# What the owner sends a destination (a desk's own observations and write reports never travel).
-OwnerRequest = (
-    d.Submit
-    | d.Hold
-    | d.Release
-    | d.Withdraw
-    | d.WithdrawMember
-    | d.WithdrawTeam
-    | d.InboxRead
-    | d.AnswerRetrieved
-)
+# What the owner sends a destination (a desk's own observations and write reports never travel): the same
+# requests the composed system routes, and the model checker carries over its lossy link.
+OwnerRequest = system.OwnerRequest
 
 
 @attrs.frozen

@@ -19,6 +19,7 @@ from harness.core.records import Exchange, NoticeKind, QuestionState, Team
 from harness.core.system import Action, AtDesk, System, render_notice
 from harness.core.values import replace
 
+from .link import Transport
 from .world import REAL, Protocol, real_step_system
 
 Outcome = Accepted[System] | Rejected
@@ -52,7 +53,7 @@ def _retry_uncertain_after_restart(system: System, action: Action, limits: Limit
             sessions = sessions.set(notice.agent_id, requeued)
     desk = replace(desk, notices=notices, sessions=sessions)
     return attrs.evolve(
-        outcome, state=System(outcome.state.ledger, outcome.state.desks.set(desk.machine_id, desk))
+        outcome, state=attrs.evolve(outcome.state, desks=outcome.state.desks.set(desk.machine_id, desk))
     )
 
 
@@ -169,7 +170,7 @@ def _wait_ignores_incoming(
 
 def _edit_team(system: System, team: Team) -> System:
     ledger = replace(system.ledger, teams=system.ledger.teams.set(team.id, team))
-    return System(ledger, system.desks)
+    return attrs.evolve(system, ledger=ledger)
 
 
 def _edit_exchange(
@@ -190,6 +191,12 @@ MUTANTS: dict[str, Protocol] = {
         attrs.evolve(REAL, name="wait-ignores-incoming", decide_wait=_wait_ignores_incoming),
         attrs.evolve(REAL, name="forget-pending-count", step=_forget_pending_count),
         attrs.evolve(REAL, name="tick-never-expires", step=_tick_never_expires),
+        # The transport's rules (io/remote.py), each broken the way a plausible bug would break it:
+        # a receiver that forgets which request ids it answered serves a retry twice (models/link.py)...
+        attrs.evolve(REAL, name="serve-retried-request-again", transport=Transport(remembers_answered=False)),
+        # ... and a sender that hands over the next item before the peer answered the last lets the relay
+        # reorder the owner's requests and the desk's reports.
+        attrs.evolve(REAL, name="send-before-answer", transport=Transport(window=2)),
     )
 }
 
@@ -202,4 +209,6 @@ CAUGHT_BY: dict[str, str] = {
     "wait-ignores-incoming": "wait-deadlock",
     "forget-pending-count": "two-agents-ask-each-other",
     "tick-never-expires": "two-agents-ask-each-other",
+    "serve-retried-request-again": "two-machines-lossy-link",
+    "send-before-answer": "two-machines-lossy-link",
 }

@@ -11,10 +11,13 @@ import attrs
 from harness.core import delivery as d
 
 from .checker import Transition, Violation
+from .link import LinkBounds
 from .symmetry import Renaming, canonical_key, plan_symmetries
 from .world import (
     ALWAYS,
     EVENTUALLY,
+    LINK_ALWAYS,
+    LINK_EVENTUALLY,
     REAL,
     Config,
     PlannedAsk,
@@ -157,6 +160,26 @@ SCENARIOS: dict[str, WorldModel] = {
                 write_results=(d.WriteResult.OK,),
             ),
             max_depth=40,
+        ),
+        WorldModel(
+            "two-machines-lossy-link",
+            "m0 on the owner's machine asks m1 on machine mach1, whose desk the owner reaches only "
+            "through the relay: the owner's requests (submit, withdraw) go one way and the desk's delivery "
+            "reports the other, each through an ordered outbox retried with the same request id, while the "
+            "relay reorders frames and, twice at most, loses a frame or an answer, repeats a frame, or is "
+            "slow enough that a sender retries early. The asker may cancel, the addressee reply, deadlines "
+            "pass.",
+            Config(
+                agents=2,
+                machines=2,
+                asks=(PlannedAsk(0, 1),),
+                cancels=True,
+                write_results=(d.WriteResult.OK,),
+                link=LinkBounds("mach1", losses=1, retries=1, duplicates=1, faults=2),
+            ),
+            max_depth=40,  # exhausted at depth 18: ~78k states
+            always_properties=ALWAYS + LINK_ALWAYS,
+            eventually_properties=EVENTUALLY + LINK_EVENTUALLY,
         ),
     )
 }

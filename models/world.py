@@ -6,6 +6,9 @@
 # Every protocol decision is the real reducers'. The world only chooses which input comes next and records
 # what physically happened (which notices reached which terminal, in which screen state), so the properties
 # can judge the protocol by its effects, not by its own bookkeeping.
+#
+# With a link (Config.link), one machine's desk is remote: the owner's requests to it and its reports back
+# travel through models/link.py's lossy, repeating, reordering relay instead of within one step.
 from __future__ import annotations
 
 import functools
@@ -23,6 +26,7 @@ from harness.core.commands import (
     CreateTeam,
     NewMember,
     PauseTeam,
+    RecordDelivery,
     Reply,
     ResumeTeam,
     Tick,
@@ -33,18 +37,31 @@ from harness.core.invariants import ledger_violations
 from harness.core.limits import Limits
 from harness.core.outcome import Accepted
 from harness.core.queries import WaitDecision, decide_wait, incoming_for
-from harness.core.records import DeliveryView, Exchange, Ledger, Membership, NoticeKind, QuestionState, Team
+from harness.core.records import (
+    DeliveryView,
+    Exchange,
+    Ledger,
+    Membership,
+    NoticeKind,
+    QuestionState,
+    Team,
+    TeamState,
+)
 from harness.core.system import (
     Action,
+    Arrived,
     AtDesk,
     Routed,
     System,
+    ToDesk,
+    ToOwner,
     answer_retrieved_action,
     inbox_read_action,
     step_system,
 )
 from harness.core.values import replace
 
+from . import link as ln
 from .checker import Violation
 
 TEAM = "t"
@@ -66,6 +83,7 @@ class Protocol:
     name: str = "team.v1"
     step: StepSystem = real_step_system
     decide_wait: Callable[..., WaitDecision | None] = decide_wait
+    transport: ln.Transport = ln.REAL_TRANSPORT  # the link's rules (scenarios with a remote machine)
 
 
 REAL = Protocol()
@@ -113,6 +131,7 @@ class Config:
     write_results: tuple[d.WriteResult, ...] = (d.WriteResult.OK, d.WriteResult.UNCERTAIN)
     horizon_ms: int = 30_000  # the clock never passes this: keeps the state space finite
     limits: Limits = MODEL_LIMITS
+    link: ln.LinkBounds | None = None  # one machine's desk is reached through a lossy relay
 
 
 def machine_of(config: Config, agent: int) -> str:
@@ -137,6 +156,7 @@ class World:
     ignored: frozenset[str] = frozenset()  # questions their addressee decided never to answer
     pauses: int = 0  # owner pauses left (each may be followed by a resume)
     harm: tuple[Violation, ...] = ()  # what the world saw go wrong on the last step (judged by properties)
+    link: ln.Link | None = None  # the relay to the remote machine, with Config.link
 
 
 def member_id(agent: int) -> str:
@@ -179,7 +199,11 @@ def initial_world(config: Config, protocol: Protocol) -> World:
             after = _apply(created, config, protocol, read)
             assert after is not None
             created = after
-    return replace(created, due=frozenset(), desk_timers=frozenset())
+    created = replace(created, due=frozenset(), desk_timers=frozenset())
+    if config.link is not None:  # from here on the remote machine's desk is reached through the relay
+        system = attrs.evolve(created.system, remote=frozenset({config.link.remote}))
+        created = replace(created, system=system, link=ln.new_link(config.link, protocol.transport))
+    return created
 
 
 def _apply(world: World, config: Config, protocol: Protocol, action: Action) -> World | None:
@@ -192,13 +216,17 @@ def _apply(world: World, config: Config, protocol: Protocol, action: Action) -> 
 
 
 def _absorb(world: World, effects: Sequence[object]) -> dict[str, object]:
-    """The world fields the shell changes on taking in `effects`: timers armed, writes due, pastes made."""
+    """The world fields the shell changes on taking in `effects`: timers armed, writes due, pastes made,
+    requests and reports put in the link's outboxes."""
     team_timers, desk_timers, due, inflight = world.team_timers, world.desk_timers, world.due, world.inflight
-    written = world.written
+    written, link = world.written, world.link
     harm: list[Violation] = []
     for effect in effects:
         if isinstance(effect, fx.ArmTimer):
             team_timers = team_timers | {effect.at}
+        elif isinstance(effect, ToDesk | ToOwner):
+            assert link is not None, "a remote machine without a link"
+            link = ln.enqueue(link, ln.DOWN if isinstance(effect, ToDesk) else ln.UP, effect.command)
         elif isinstance(effect, Routed):
             inner, machine = effect.effect, effect.machine_id
             if isinstance(inner, d.ArmDeskTimer):
@@ -217,6 +245,9 @@ def _absorb(world: World, effects: Sequence[object]) -> dict[str, object]:
                     )
                 written = written.set(inner.notice_id, count)
                 inflight = inflight | {(machine, inner.notice_id)}
+                if link is not None and link.withdrawn & _withdrawal_keys(world, machine, inner.notice_id):
+                    late = f"{inner.notice_id} pasted after its withdrawal arrived"
+                    harm.append(("no-write-after-withdrawal", late))
     return {
         "team_timers": team_timers,
         "desk_timers": desk_timers,
@@ -224,11 +255,32 @@ def _absorb(world: World, effects: Sequence[object]) -> dict[str, object]:
         "inflight": inflight,
         "written": written,
         "harm": tuple(harm),
+        "link": link,
     }
+
+
+def _withdrawal_keys(world: World, machine: str, notice_id: str) -> frozenset[str]:
+    """The withdrawals that would cover a notice: its own, its membership's, its team's."""
+    notice = world.system.desks[machine].notices[notice_id]
+    return frozenset(
+        {f"notice {notice.id}", f"member {notice.team_id}/{notice.membership_id}", f"team {notice.team_id}"}
+    )
+
+
+def _withdrawn_by(command: object) -> frozenset[str]:
+    if isinstance(command, d.Withdraw):
+        return frozenset({f"notice {command.notice_id}"})
+    if isinstance(command, d.WithdrawMember):
+        return frozenset({f"member {command.team_id}/{command.membership_id}"})
+    if isinstance(command, d.WithdrawTeam):
+        return frozenset({f"team {command.team_id}"})
+    return frozenset()
 
 
 def successors(world: World, config: Config, protocol: Protocol) -> Iterator[tuple[str, World]]:
     """Every input the world may give next, with the world after it. Rejected inputs lead nowhere."""
+    if world.link is not None:  # the relay between the machines
+        yield from _link(world, config, protocol)
     team = world.system.ledger.teams[TEAM]
     now = world.now
 
@@ -454,6 +506,46 @@ def _crash(world: World, config: Config, protocol: Protocol) -> World:
     return base
 
 
+def _link(world: World, config: Config, protocol: Protocol) -> Iterator[tuple[str, World]]:
+    """What the relay and the two senders may do next; a request served by its receiver is applied there by
+    the real reducers (an `Arrived` action), stamped with the receiver's clock as its shell stamps it."""
+    assert world.link is not None and config.link is not None
+    remote = config.link.remote
+    for move in ln.moves(world.link):
+        if move.arrived is None:
+            yield move.label, replace(world, link=move.link, harm=())
+            continue
+        _direction, seq, command = move.arrived
+        link = move.link
+        last = 0
+        if isinstance(command, RecordDelivery):
+            last = link.recorded.get(command.notice_id, 0)
+            link = replace(link, recorded=link.recorded.set(command.notice_id, max(seq, last)))
+        elif withdrawn := _withdrawn_by(command):
+            link = replace(link, withdrawn=link.withdrawn | withdrawn)
+        moved = replace(world, link=link, harm=())
+        arrived = (
+            _apply(moved, config, protocol, Arrived(remote, attrs.evolve(command, at=world.now))) or moved
+        )
+        if (
+            isinstance(command, RecordDelivery)
+            and seq < last
+            and _view(arrived, command) != _view(world, command)
+        ):
+            stale = f"report up#{seq} of {command.notice_id} changed the owner's view after report up#{last}"
+            arrived = replace(arrived, harm=(*arrived.harm, ("owner-view-never-backwards", stale)))
+        yield move.label, arrived
+
+
+def _view(world: World, report: RecordDelivery) -> tuple[str, str | None] | None:
+    parsed = fx.parse_notice_id(report.notice_id)
+    team = world.system.ledger.teams.get(report.team_id)
+    if parsed is None or team is None:
+        return None
+    view = owner_view(team, parsed[2], parsed[1])
+    return None if view is None else (view.state, view.reason)
+
+
 def _time(world: World, config: Config, protocol: Protocol, team: Team) -> Iterator[tuple[str, World]]:
     """The clock moves to the next moment something can happen (a timer, a write settling, a wait's end),
     and the shell fires every timer that is due then, as the daemon's timer task would."""
@@ -516,6 +608,10 @@ ALWAYS = (
     "bounds-hold",
 )
 EVENTUALLY = ("questions-end-after-deadline", "waits-end")
+# With a link: the relay can repeat, reorder and lose, yet the remote desk acts on what the owner asked once
+# and in order, and the owner's view follows the desk's reports in the order the desk made them.
+LINK_ALWAYS = ("no-write-after-withdrawal", "owner-view-never-backwards")
+LINK_EVENTUALLY = ("link-drains", "owner-agrees-with-remote-desk")
 
 
 _PROPERTY_OF = {
@@ -552,7 +648,7 @@ def always(world: World, config: Config, protocol: Protocol) -> list[Violation]:
     found.extend(_ledger_findings(ledger, config.limits))
     for desk in world.system.desks.values():
         found.extend(_desk_findings(desk, config.limits))
-    found.extend(_system_findings(world.system, world.now, config.limits))
+    found.extend(_system_findings(_settled(world), world.now, config.limits))
     team = ledger.teams[TEAM]
     for desk in world.system.desks.values():
         for notice in desk.notices.values():
@@ -572,6 +668,20 @@ def always(world: World, config: Config, protocol: Protocol) -> list[Violation]:
     return found
 
 
+def _settled(world: World) -> System:
+    """The part of the system the spanning invariants (D8, D10) apply to now. They assume the owner's word has
+    reached each desk: a remote desk catches up only when the link is drained, so until then it is left out
+    (its own invariants still hold at every step)."""
+    if world.link is None or world.link.drained or not world.system.remote:
+        return world.system
+    return _local_part(world.system)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _local_part(system: System) -> System:
+    return replace(system, desks=Map({m: desk for m, desk in system.desks.items() if m not in system.remote}))
+
+
 def eventually(world: World, config: Config) -> list[Violation]:
     team = world.system.ledger.teams[TEAM]
     found: list[Violation] = [
@@ -587,7 +697,44 @@ def eventually(world: World, config: Config) -> list[Violation]:
         for agent, waiting in enumerate(world.waiting)
         if waiting is not None and world.now >= waiting[1]
     )
+    if world.link is not None and config.link is not None:
+        found.extend(_agreement(world, config.link.remote, team))
     return found
+
+
+def _agreement(world: World, remote: str, team: Team) -> list[Violation]:
+    """Once nothing can move, the link is drained and the owner's view is exactly the remote desk's: every
+    notice's state and reason as the desk last reported it, and the team held there iff paused here."""
+    assert world.link is not None
+    if not world.link.drained:
+        return [("link-drains", "nothing can move, yet the relay still owes: " + str(ln.facts(world.link)))]
+    found: list[Violation] = []
+    desk = world.system.desks.get(remote)
+    if desk is None:
+        return found
+    for notice in desk.notices.values():
+        view = owner_view(team, notice.kind, notice.subject_id)
+        desk_says = (notice.state.value, None if notice.reason is None else notice.reason.value)
+        if view is None or (view.state, view.reason) != desk_says:
+            owner_says = None if view is None else (view.state, view.reason)
+            detail = f"{notice.id}: the owner sees {owner_says}, the desk has {desk_says}"
+            found.append(("owner-agrees-with-remote-desk", detail))
+    held = team.id in desk.held_teams
+    if (team.state is TeamState.PAUSED) != held:
+        detail = f"team {team.id} is {team.state} at the owner, {'' if held else 'not '}held at {remote}"
+        found.append(("owner-agrees-with-remote-desk", detail))
+    return found
+
+
+def owner_view(team: Team, kind: NoticeKind, subject_id: str) -> DeliveryView | None:
+    """What the owner's ledger last recorded about a notice (its `delivery` in the exchange JSON)."""
+    if kind is NoticeKind.INTRODUCTION:
+        member = team.members.get(subject_id)
+        return None if member is None else member.introduction
+    exchange = team.exchanges.get(subject_id)
+    if exchange is None:
+        return None
+    return exchange.delivery if kind is NoticeKind.QUESTION else exchange.answer_delivery
 
 
 def describe(world: World) -> dict[str, str]:
@@ -614,12 +761,24 @@ def describe(world: World) -> dict[str, str]:
             facts[f"m{agent} waits"] = waiting[0]
     facts["shell due"] = ", ".join(n for _, n in sorted(world.due)) or "-"
     facts["in flight"] = ", ".join(n for _, n in sorted(world.inflight)) or "-"
+    if world.link is not None:
+        team_view = world.system.ledger.teams[TEAM]
+        for machine, desk in world.system.desks.items():
+            if machine in world.system.remote:
+                for notice in desk.notices.values():
+                    view = owner_view(team_view, notice.kind, notice.subject_id)
+                    seen = "nothing recorded" if view is None else view.state
+                    reason = f" ({view.reason})" if view is not None and view.reason else ""
+                    facts[f"owner's view of {notice.id}"] = seen + reason
+        facts.update({f"relay: {path}": value for path, value in ln.facts(world.link).items()})
     return facts
 
 
 __all__ = [
     "ALWAYS",
     "EVENTUALLY",
+    "LINK_ALWAYS",
+    "LINK_EVENTUALLY",
     "REAL",
     "Config",
     "PlannedAsk",
@@ -629,6 +788,7 @@ __all__ = [
     "describe",
     "eventually",
     "initial_world",
+    "owner_view",
     "successors",
 ]
 
@@ -637,13 +797,19 @@ def canonical_world(world: World) -> World:
     """The world with its write-only bookkeeping zeroed: team revisions and the times delivery views were
     last updated. No reducer decision reads them (they only count and stamp), so two worlds that differ only
     there behave alike from here on; without this, every order of the same reports is a new state."""
-    ledger = world.system.ledger
+    return replace(world, system=_canonical_system(world.system))
+
+
+# Successor states share their system, or most of its teams and desks, with their parent, so canonical forms
+# are memoized.
+@functools.lru_cache(maxsize=1 << 16)
+def _canonical_system(system: System) -> System:
+    ledger = system.ledger
     teams = Map({team_id: _canonical_team(team) for team_id, team in ledger.teams.items()})
-    desks = Map({machine: _canonical_desk(desk) for machine, desk in world.system.desks.items()})
-    return replace(world, system=System(replace(ledger, teams=teams), desks))
+    desks = Map({machine: _canonical_desk(desk) for machine, desk in system.desks.items()})
+    return replace(system, ledger=replace(ledger, teams=teams), desks=desks)
 
 
-# Successor states share most of their teams and desks with their parent, so canonical forms are memoized.
 @functools.lru_cache(maxsize=1 << 16)
 def _canonical_team(team: Team) -> Team:
     return replace(
