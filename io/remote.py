@@ -81,7 +81,10 @@ UNPAIRED_BLOB: Final = b"\x02"
 GATEWAY_FILE: Final = "gateway.json"
 ROUTES_FILE: Final = "routes.json"
 HOST: Final = "127.0.0.1"
-DONE_CACHE: Final = 4096  # answered request ids remembered per node, so retries are answered, not redone
+# Answered request ids remembered per peer, so a retry is answered, not redone. At least the seal's replay
+# window: an old frame that still passes the window must find its request id here (the model checker's
+# `serve-retried-request-again` mutant shows what serving it again does).
+DONE_CACHE: Final = 4096
 INBOUND_LIMIT: Final = 64  # requests from peers served at once; more are refused (`busy`), never queued
 OUTBOX_LIMIT: Final = 10_000  # items waiting for one peer
 RESTATE_CHUNK_CHARS: Final = 256 << 10  # desk commands per `restate` request, well inside a sealed frame
@@ -212,7 +215,7 @@ class RemoteNode:
         self._send: dict[str, SendSession] = {}
         self._receive: dict[str, ReceiveSession] = {}
         self._waiting: dict[str, _Waiter] = {}
-        self._done: collections.OrderedDict[tuple[str, str], dict[str, Any]] = collections.OrderedDict()
+        self._done: dict[str, collections.OrderedDict[str, dict[str, Any]]] = {}  # by machine, request id
         self._running: dict[tuple[str, str], trio.Event] = {}
         self._inbound: collections.Counter[str] = collections.Counter()  # requests served, by peer address
         self._last_refusal: tuple[str, str] | None = None
@@ -567,11 +570,12 @@ class RemoteNode:
 
     async def _serve_request(self, peer: pairing.Peer, message: dict[str, Any]) -> None:
         key = (peer.machine_id, str(message["id"]))
+        done = self._done.setdefault(peer.machine_id, collections.OrderedDict())
         try:
-            response = self._done.get(key)
+            response = done.get(key[1])
             if response is None and key in self._running:
                 await self._running[key].wait()  # a retry of a request still being served
-                response = self._done.get(key)
+                response = done.get(key[1])
             if response is None:
                 self._running[key] = trio.Event()
                 try:
@@ -582,9 +586,9 @@ class RemoteNode:
                 finally:
                     self._running.pop(key).set()
                 if message.get("ch") != "team":  # a gateway never retries one (the frame's own id does)
-                    self._done[key] = response
-                while len(self._done) > DONE_CACHE:
-                    self._done.popitem(last=False)
+                    done[key[1]] = response
+                while len(done) > DONE_CACHE:
+                    done.popitem(last=False)
             await self._respond(peer, {"k": "res", "id": key[1], **response})
         finally:
             self._inbound[peer.address] -= 1

@@ -399,3 +399,8 @@ def test_remote_error_codes_equal_code() -> None:
     for row in rows:
         expected = output.UNCERTAIN if row["code"] == remote.UNCERTAIN else output.PROTOCOL_ERROR
         assert int(row["CLI exit"]) == expected, row
+
+
+def test_a_peer_remembers_at_least_as_many_answered_requests_as_its_replay_window_admits() -> None:
+    # An old frame the window still admits must find its request id answered, or it would be served again.
+    assert remote.DONE_CACHE >= seal.DEFAULT_WINDOW
