@@ -15,6 +15,7 @@ from harness.models.checker import Counterexample, Result, explore, simulate
 from harness.models.emit import regression_test
 from harness.models.mutants import MUTANTS
 from harness.models.scenarios import SCENARIOS, WorldModel
+from harness.models.world import Protocol
 
 
 def check_command(
@@ -144,16 +145,17 @@ def _shown(value: str | None) -> str:
     return "-" if value is None else value
 
 
+def _describe(protocol: Protocol) -> str:
+    return (protocol.description or protocol.step.__doc__ or protocol.decide_wait.__doc__ or "").strip()
+
+
 def _list(json_out: bool) -> None:
     if json_out:
         typer.echo(
             json.dumps(
                 {
                     "scenarios": {name: model.description for name, model in SCENARIOS.items()},
-                    "mutants": {
-                        name: (protocol.step.__doc__ or protocol.decide_wait.__doc__ or "").strip()
-                        for name, protocol in MUTANTS.items()
-                    },
+                    "mutants": {name: _describe(protocol) for name, protocol in MUTANTS.items()},
                 },
                 indent=2,
             )

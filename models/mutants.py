@@ -193,10 +193,20 @@ MUTANTS: dict[str, Protocol] = {
         attrs.evolve(REAL, name="tick-never-expires", step=_tick_never_expires),
         # The transport's rules (io/remote.py), each broken the way a plausible bug would break it:
         # a receiver that forgets which request ids it answered serves a retry twice (models/link.py)...
-        attrs.evolve(REAL, name="serve-retried-request-again", transport=Transport(remembers_answered=False)),
+        attrs.evolve(
+            REAL,
+            name="serve-retried-request-again",
+            transport=Transport(remembers_answered=False),
+            description="The receiver forgets which request ids it answered and serves a retry again.",
+        ),
         # ... and a sender that hands over the next item before the peer answered the last lets the relay
         # reorder the owner's requests and the desk's reports.
-        attrs.evolve(REAL, name="send-before-answer", transport=Transport(window=2)),
+        attrs.evolve(
+            REAL,
+            name="send-before-answer",
+            transport=Transport(window=2),
+            description="A sender hands over its next item before the peer answered the last one.",
+        ),
     )
 }
 

@@ -84,6 +84,7 @@ class Protocol:
     step: StepSystem = real_step_system
     decide_wait: Callable[..., WaitDecision | None] = decide_wait
     transport: ln.Transport = ln.REAL_TRANSPORT  # the link's rules (scenarios with a remote machine)
+    description: str = ""  # what a mutant breaks, when its reducers' docstrings do not say
 
 
 REAL = Protocol()
