@@ -36,7 +36,7 @@ from harness.core.errors import Rejected
 from harness.core.invariants import ledger_violations
 from harness.core.limits import Limits
 from harness.core.outcome import Accepted
-from harness.core.queries import WaitDecision, decide_wait, incoming_for
+from harness.core.queries import WaitDecision, decide_wait, delivery_view, incoming_for
 from harness.core.records import (
     DeliveryView,
     Exchange,
@@ -539,11 +539,8 @@ def _link(world: World, config: Config, protocol: Protocol) -> Iterator[tuple[st
 
 
 def _view(world: World, report: RecordDelivery) -> tuple[str, str | None] | None:
-    parsed = fx.parse_notice_id(report.notice_id)
     team = world.system.ledger.teams.get(report.team_id)
-    if parsed is None or team is None:
-        return None
-    view = owner_view(team, parsed[2], parsed[1])
+    view = None if team is None else delivery_view(team, report.notice_id)
     return None if view is None else (view.state, view.reason)
 
 
@@ -714,7 +711,7 @@ def _agreement(world: World, remote: str, team: Team) -> list[Violation]:
     if desk is None:
         return found
     for notice in desk.notices.values():
-        view = owner_view(team, notice.kind, notice.subject_id)
+        view = delivery_view(team, notice.id)
         desk_says = (notice.state.value, None if notice.reason is None else notice.reason.value)
         if view is None or (view.state, view.reason) != desk_says:
             owner_says = None if view is None else (view.state, view.reason)
@@ -725,17 +722,6 @@ def _agreement(world: World, remote: str, team: Team) -> list[Violation]:
         detail = f"team {team.id} is {team.state} at the owner, {'' if held else 'not '}held at {remote}"
         found.append(("owner-agrees-with-remote-desk", detail))
     return found
-
-
-def owner_view(team: Team, kind: NoticeKind, subject_id: str) -> DeliveryView | None:
-    """What the owner's ledger last recorded about a notice (its `delivery` in the exchange JSON)."""
-    if kind is NoticeKind.INTRODUCTION:
-        member = team.members.get(subject_id)
-        return None if member is None else member.introduction
-    exchange = team.exchanges.get(subject_id)
-    if exchange is None:
-        return None
-    return exchange.delivery if kind is NoticeKind.QUESTION else exchange.answer_delivery
 
 
 def describe(world: World) -> dict[str, str]:
@@ -767,7 +753,7 @@ def describe(world: World) -> dict[str, str]:
         for machine, desk in world.system.desks.items():
             if machine in world.system.remote:
                 for notice in desk.notices.values():
-                    view = owner_view(team_view, notice.kind, notice.subject_id)
+                    view = delivery_view(team_view, notice.id)
                     seen = "nothing recorded" if view is None else view.state
                     reason = f" ({view.reason})" if view is not None and view.reason else ""
                     facts[f"owner's view of {notice.id}"] = seen + reason
@@ -789,7 +775,6 @@ __all__ = [
     "describe",
     "eventually",
     "initial_world",
-    "owner_view",
     "successors",
 ]
 
