@@ -259,6 +259,18 @@ def cancel(
     """Cancel your open question (withdraws its unsent notice; never interrupts the peer)."""
 
 
+@team_command("delivery")
+def delivery(
+    question_id: QuestionArg,
+    *,
+    answer: Annotated[
+        bool, typer.Option("--answer", help="The answer's continuation notice, not the question's.")
+    ] = False,
+) -> None:
+    """Owner: ask the destination's desk what became of a notice (through the relay for a paired machine);
+    never sends anything again."""
+
+
 @team_command("capabilities")
 def capabilities() -> None:
     """What the daemon speaks: {"protocol": "team.v1", ...}."""

@@ -236,6 +236,11 @@ def run_wait(opts: Options, v: Values) -> None:
     show(opts, call(opts, "wait", fields, timeout=seconds + REPLY_TIMEOUT), output.show_wait)
 
 
+def run_delivery(opts: Options, v: Values) -> None:
+    fields = {"questionId": v["question_id"], "notice": "answer" if v["answer"] else "question"}
+    show(opts, call(opts, "delivery_check", fields), output.show_mapping)
+
+
 def run_cancel(opts: Options, v: Values) -> None:
     show(opts, call(opts, "cancel", {"questionId": v["question_id"]}), output.show_exchange)
 
@@ -307,6 +312,7 @@ SPECS: dict[str, Spec] = {
         run_wait, ("question_id",), (), {"--seconds": ("seconds", "float")}, {"seconds": DEFAULT_WAIT_SECONDS}
     ),
     "cancel": Spec(run_cancel, ("question_id",)),
+    "delivery": Spec(run_delivery, ("question_id",), (), {"--answer": ("answer", "flag")}),
     "capabilities": Spec(run_capabilities),
 }
 

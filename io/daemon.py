@@ -112,7 +112,7 @@ from harness.io.journal import (
     ledger_store_dir,
     ledgers_dir,
 )
-from harness.io.remote import RemoteNode, attach_remote
+from harness.io.remote import RemoteNode, RemoteRefused, RemoteUnavailable, RemoteUncertain, attach_remote
 from harness.io.rpc import (
     ACTIONS,
     BAD_REQUEST,
@@ -971,6 +971,37 @@ class Daemon:
         if viewer is not None:
             self._answer_seen(team, viewer, exchange)
         return exchange_view(exchange)
+
+    async def _action_delivery_check(self, request: Request) -> object:
+        """Ask the destination's desk itself what became of a question's notice (or with notice "answer", of
+        its continuation), through the relay for a member on a paired machine. What it says is recorded as
+        its report, so a stale owner's view heals; nothing is ever sent again."""
+        team = self._team(request)
+        question_id = request.text("questionId")
+        notice_kind = request.opt_text("notice") or NoticeKind.QUESTION.value
+        if notice_kind not in (NoticeKind.QUESTION.value, NoticeKind.ANSWER.value):
+            raise ActionError(BAD_REQUEST, f'notice is "question" or "answer", not {notice_kind!r}')
+        kind = NoticeKind(notice_kind)
+        exchange = team.exchanges.get(question_id)
+        if exchange is None:
+            raise ActionError(E.NOT_FOUND.value, f"no {kind} notice of question {question_id!r}")
+        member = team.members[exchange.to if kind is NoticeKind.QUESTION else exchange.from_]
+        notice = notice_id(team.id, exchange.id, kind)
+        checked: dict[str, Any] = {"noticeId": notice, "machineId": member.machine_id}
+        destination = self._destination(member.machine_id)
+        if destination is None:
+            return {**checked, "asked": False, "error": UNPAIRED, "detail": "that machine is not paired"}
+        try:
+            reports = await destination.status(team.id, [notice])
+        except (RemoteUnavailable, RemoteRefused) as error:
+            return {**checked, "asked": False, "error": error.code, "detail": error.detail}
+        except RemoteUncertain as error:
+            return {**checked, "asked": False, "error": "uncertain", "detail": str(error)}
+        for report in reports:
+            await self.report(report)
+        held = next(iter(reports), None)
+        delivery = None if held is None else {"state": held.state, "reason": held.reason}
+        return {**checked, "asked": True, "held": held is not None, "delivery": delivery}
 
     def _answer_seen(self, team: Team, viewer: Membership, exchange: Exchange) -> None:
         """The asker retrieved the answer: its continuation notice, if still unsent, is no longer needed."""

@@ -811,12 +811,10 @@ class PeerDelivery:
         self._send(command)
 
     async def status(self, team_id: str, notice_ids: Sequence[str]) -> list[DeliveryReport]:
-        """What the destination reports now; empty when it cannot be asked (offline, unpaired, no answer)."""
+        """What the destination's desk holds of these notices now. Raises RemoteUnavailable, RemoteUncertain
+        or RemoteRefused when it cannot be asked: "not asked" is not "not held"."""
         body = {"ch": "status", "teamId": team_id, "noticeIds": list(notice_ids)}
-        try:
-            response = await self.node.request(self.machine, body)
-        except (RemoteUnavailable, RemoteUncertain, RemoteRefused):
-            return []
+        response = await self.node.request(self.machine, body)
         return [_report_from_json(r) for r in response.get("result") or ()]
 
     async def hold(self, command: d.Hold) -> None:

@@ -65,6 +65,7 @@ ACTIONS: Final[dict[str, Action]] = {
     "status": _action("questionId"),
     "wait": _action("questionId", "seconds"),
     "cancel": _action("questionId"),
+    "delivery_check": _action("questionId", "notice", owner_only=True),
     "subscribe": _action(owner_only=True),
     "agent_register": _action(
         "agentId", "name", "engine", "tmux", "cwd", "startedBy", needs_team=False, owner_only=True

@@ -40,7 +40,9 @@ class TeamDelivery(Protocol):
 
     async def submit(self, command: d.Submit) -> None: ...
 
-    async def status(self, team_id: str, notice_ids: Sequence[str]) -> list[DeliveryReport]: ...
+    async def status(self, team_id: str, notice_ids: Sequence[str]) -> list[DeliveryReport]:
+        """What the destination holds of these notices now (one report each it holds). A destination that
+        cannot be asked raises (io/remote.py: RemoteUnavailable, RemoteUncertain, RemoteRefused)."""
 
     async def hold(self, command: d.Hold) -> None:
         """The team is paused: its unsent notices wait, held."""

@@ -26,6 +26,7 @@ from harness.io.client import Client
 from harness.io.daemon import Daemon
 from harness.io.relay import Relay
 from harness.io.remote import RemoteNode, call_remote
+from harness.io.team_delivery import DeliveryReport
 
 TEAM_ID = "team0000000000000000000000000042"
 TEAM_NAME = "Secret Project Name"
@@ -44,6 +45,7 @@ class World:
     seen: list[str]
     a: Daemon
     b: Daemon
+    relay: Relay
 
 
 @asynccontextmanager
@@ -64,7 +66,7 @@ async def two_daemons(tmp_path: Path) -> AsyncIterator[World]:
             await pairing.accept_code(b.home, code.text())
             await b.node.wait_connected()
             try:
-                yield World(seen, a, b)
+                yield World(seen, a, b, relay)
             finally:
                 a.stop()
                 b.stop()
@@ -212,3 +214,45 @@ async def test_the_owner_of_a_paired_machine_may_observe_a_team_but_not_change_i
         links = [p for p in posted if isinstance(p, Link)]
         assert links[-1].state == "live" and f"machine {a.machine_id} through the relay" in links[-1].detail
         assert next(p for p in posted if isinstance(p, Snapshot)).team["state"] == "paused"
+
+
+def view_reason(daemon: Daemon, question_id: str) -> str | None:
+    delivery = daemon.durable.teams[TEAM_ID].exchanges[question_id].delivery
+    return None if delivery is None else delivery.reason
+
+
+async def test_the_owner_asks_the_destination_desk_what_became_of_a_notice(tmp_path: Path) -> None:
+    async with two_daemons(tmp_path) as world:
+        a, b = world.a, world.b
+        call = trio.to_thread.run_sync
+        members = [
+            {"machineId": a.machine_id, "agentId": "agent-alice", "name": "alice"},
+            {"machineId": b.machine_id, "agentId": "agent-bob", "name": "bob"},
+        ]
+        await call(lambda: request(a, "create", id=TEAM_ID, name=TEAM_NAME, members=members))
+        alice = (await call(lambda: request(a, "key", memberId="alice")))["memberKey"]
+        await call(lambda: request(a, "ask", alice, id="q1", to="bob", text=BODY))
+        question = f"{TEAM_ID}/q1/{NoticeKind.QUESTION.value}"
+        await eventually(lambda: desk_state(b, question) == "queued")
+
+        # The owner's view went stale; asking B's desk (through the relay) tells the truth and records it.
+        await a.report(DeliveryReport(TEAM_ID, question, "queued", "offline"))
+        await eventually(lambda: view_reason(a, "q1") == "offline")
+        status, checked = await call(harness, a.home, "team", "--team", TEAM_ID, "delivery", "q1")
+        assert status == 0, checked
+        assert checked["asked"] and checked["held"] and checked["machineId"] == b.machine_id
+        assert checked["delivery"]["state"] == "queued" and checked["delivery"]["reason"] != "offline"
+        await eventually(lambda: view_reason(a, "q1") not in {None, "offline"})
+        # No continuation exists yet: the asker's desk (A's own) holds nothing of it.
+        status, none = await call(harness, a.home, "team", "--team", TEAM_ID, "delivery", "q1", "--answer")
+        assert status == 0 and none["asked"] and not none["held"] and none["delivery"] is None
+        # B gone: not asked, and said so (never taken for "not held").
+        assert b.node is not None
+        b.node.stop()
+        await eventually(lambda: len(world.relay.connected()) == 1)
+        status, unreachable = await call(harness, a.home, "team", "--team", TEAM_ID, "delivery", "q1")
+        assert status == 0 and not unreachable["asked"] and unreachable["error"] == "offline", unreachable
+        status, member = await call(
+            harness, a.home, "team", "--team", TEAM_ID, "--key", alice, "delivery", "q1"
+        )
+        assert (status, member["error"]) == (1, "unauthorized")  # an owner's check
