@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import hashlib
 import hmac
 import json
@@ -112,7 +113,14 @@ from harness.io.journal import (
     ledger_store_dir,
     ledgers_dir,
 )
-from harness.io.remote import RemoteNode, RemoteRefused, RemoteUnavailable, RemoteUncertain, attach_remote
+from harness.io.remote import (
+    RemoteNode,
+    RemoteRefused,
+    RemoteUnavailable,
+    RemoteUncertain,
+    TeamAnswer,
+    attach_remote,
+)
 from harness.io.rpc import (
     ACTIONS,
     BAD_REQUEST,
@@ -207,6 +215,10 @@ class Pending:
 
 # A request for the destination on this machine id, or (None) for every destination.
 DeliveryWork = tuple[str | None, OwnerRequest]
+# While a paired machine's frame is answered: that machine, and the desk commands its request meant for it.
+_CARRIED: contextvars.ContextVar[tuple[str, list[OwnerRequest]] | None] = contextvars.ContextVar(
+    "carried", default=None
+)
 # The reason an owner shows for a notice to a machine it has no route to (not paired, or no relay yet).
 UNPAIRED = "unpaired"
 
@@ -679,16 +691,22 @@ class Daemon:
         finally:
             slots.release()
 
-    async def answer_frame(self, message: str) -> str | None:
-        """One `team` frame from a member on a paired machine (the remote node strips owner tokens). A fault
-        of this daemon is not raised, which would take the remote node and the daemon down: None says that
-        no answer exists, and the member's CLI reports the outcome as uncertain, as for a local connection."""
+    async def answer_frame(self, message: str, origin: str) -> TeamAnswer:
+        """One `team` frame from a member on paired machine `origin` (the remote node strips owner tokens),
+        with the reads it made moot on `origin`'s desk, which travel with the reply. A fault of this daemon is
+        not raised, which would take the remote node and the daemon down: a reply of None says that no
+        answer exists, and the member's CLI reports the outcome as uncertain, as for a local connection."""
+        carried: list[OwnerRequest] = []
+        token = _CARRIED.set((origin, carried))
         try:
-            return await self._answer(None, message)
+            reply = await self._answer(None, message)
         except Exception:
             self.internal_errors += 1
             self._log("internal error while serving a remote request:\n" + traceback.format_exc())
-            return None
+            reply = None
+        finally:
+            _CARRIED.reset(token)
+        return TeamAnswer(reply, tuple(carried))
 
     async def _answer(self, ws: WebSocketConnection | None, message: str | bytes) -> str | None:
         """The reply frame to one request; `ws` is None for remote frames, which cannot subscribe."""
@@ -933,6 +951,9 @@ class Daemon:
             return
         command = action.command
         assert isinstance(command, d.InboxRead | d.AnswerRetrieved)
+        carrier = _CARRIED.get()
+        if carrier is not None and carrier[0] == action.machine_id:
+            carrier[1].append(command)  # also with the reply to the member's machine (answer_frame)
         with contextlib.suppress(trio.ClosedResourceError):  # shutting down: the notices stay queued
             self._work_send.send_nowait((action.machine_id, command))
 

@@ -100,7 +100,18 @@ REASON: Final = re.compile(r"[a-z_]{1,40}")  # a delivery reason as desks and ou
 WATCH_POLL: Final = 1.0  # seconds between `get`s of a remote watch (subscribe does not cross the relay)
 WATCH_GET_TIMEOUT: Final = 10.0  # one look of a remote watch; a person closing the view waits at most this
 
-TeamHandler = Callable[[str], Awaitable[str | None]]
+@attrs.frozen
+class TeamAnswer:
+    """The owner's answer to a `team` frame from a paired machine: the reply frame (None: no answer exists,
+    a fault) and what the request told the asking machine's desk (a member's read makes notices moot). The
+    desk commands travel with the reply, so a consumption is not lost with the owner's outbox."""
+
+    reply: str | None
+    carried: tuple[OwnerRequest, ...] = ()
+
+
+# (frame text, the asking machine's id) -> the owner's answer
+TeamHandler = Callable[[str, str], Awaitable[TeamAnswer]]
 
 
 class RemoteUnavailable(Exception):
@@ -599,7 +610,7 @@ class RemoteNode:
         try:
             channel = message.get("ch")
             if channel == "team":
-                return await self._execute_team(message["frame"])
+                return await self._execute_team(peer, message["frame"])
             if channel == "delivery":
                 return await self._execute_delivery(peer, message["command"])
             if channel == "restate":
@@ -620,7 +631,7 @@ class RemoteNode:
             detail = f"malformed request ({type(error).__name__}: {error})"[:500]
             return {"error": BAD_REQUEST, "detail": detail}
 
-    async def _execute_team(self, text: str) -> dict[str, Any]:
+    async def _execute_team(self, peer: pairing.Peer, text: str) -> dict[str, Any]:
         frame = json.loads(text)
         if not isinstance(frame, dict):
             raise ValueError("a team frame is one JSON object")
@@ -634,10 +645,12 @@ class RemoteNode:
             return {
                 "frame": error_frame(request_id, OFFLINE, "this machine owns no teams (no daemon attached)")
             }
-        reply = await self._handle_team(json.dumps(frame, ensure_ascii=False))
-        if reply is None:  # the owner has no answer (its fault, logged there): the outcome is unknown
+        answer = await self._handle_team(json.dumps(frame, ensure_ascii=False), peer.machine_id)
+        if answer.reply is None:  # the owner has no answer (its fault, logged there): the outcome is unknown
             return {"error": UNCERTAIN, "detail": "the owning daemon failed while serving the request"}
-        return {"frame": reply}
+        if not answer.carried:
+            return {"frame": answer.reply}
+        return {"frame": answer.reply, "desk": [desk_command_to_json(c) for c in answer.carried]}
 
     async def _execute_delivery(self, peer: pairing.Peer, data: object) -> dict[str, Any]:
         local = self.local_delivery
@@ -769,6 +782,7 @@ class RemoteNode:
         try:
             response = await self.request(machine, {"ch": "team", "frame": text}, timeout=timeout)
             reply = str(response["frame"])
+            await self._apply_carried(machine, response.get("desk"))
         except RemoteUnavailable as error:
             reply = error_frame(request_id, error.code, error.detail)
         except RemoteRefused as error:
@@ -782,6 +796,22 @@ class RemoteNode:
             return
         with contextlib.suppress(ConnectionClosed):
             await ws.send_message(reply)
+
+
+    async def _apply_carried(self, machine: str, carried: object) -> None:
+        """What the owner's answer told this machine's desk (a member's read), applied before the member
+        sees the answer, under the same checks as the owner's own requests. Bad data is ignored: the owner
+        sends the same through its outbox too."""
+        peer = self.peer(machine)
+        if peer is None or not isinstance(carried, list):
+            return
+        for data in carried:
+            try:
+                response = await self._execute_delivery(peer, data)
+            except (KeyError, ValueError, TypeError, RecursionError):
+                response = {"error": BAD_REQUEST}
+            if "error" in response:
+                self.stats["carried_refused"] += 1
 
 
 def request_teams(command: OwnerRequest) -> list[str]:
@@ -845,8 +875,9 @@ class RemoteHost(Protocol):
     async def report(self, report: DeliveryReport) -> None:
         """Record a destination's report in the owner ledger (the daemon's RecordDelivery path)."""
 
-    async def answer_frame(self, message: str) -> str | None:
-        """Answer one `team` frame as a local connection would; None when no answer exists (a fault)."""
+    async def answer_frame(self, message: str, origin: str) -> TeamAnswer:
+        """Answer one `team` frame from machine `origin` as a local connection would (reply None when no
+        answer exists, a fault), with the desk commands the request meant for `origin`'s desk."""
 
 
 async def attach_remote(

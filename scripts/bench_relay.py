@@ -42,7 +42,7 @@ from harness.io import pairing
 from harness.io.daemon import Daemon
 from harness.io.desk_runner import DeskRunner
 from harness.io.relay import DROPPED, Notice, Relay, connect_relay
-from harness.io.remote import RemoteNode
+from harness.io.remote import RemoteNode, TeamAnswer
 from harness.io.rpc import RESULT_TYPE, request_frame, result_frame
 from harness.io.seal import DEFAULT_BLOCK, Identity, ReceiveSession, SendSession
 from harness.io.team_delivery import DeliveryReport
@@ -131,8 +131,8 @@ async def echo_round_trips(count: int) -> list[float]:
 
 
 async def sealed_round_trips(tmp: Path, count: int) -> list[float]:
-    async def handle(message: str) -> str:
-        return result_frame("r", {"echo": len(message)})
+    async def handle(message: str, origin: str) -> TeamAnswer:
+        return TeamAnswer(result_frame("r", {"echo": len(message)}))
 
     samples = []
     async with trio.open_nursery() as nursery:

@@ -256,3 +256,33 @@ async def test_the_owner_asks_the_destination_desk_what_became_of_a_notice(tmp_p
             harness, a.home, "team", "--team", TEAM_ID, "--key", alice, "delivery", "q1"
         )
         assert (status, member["error"]) == (1, "unauthorized")  # an owner's check
+
+
+async def test_a_members_read_reaches_its_desk_with_the_reply_even_if_the_owners_outbox_is_lost(
+    tmp_path: Path,
+) -> None:
+    async with two_daemons(tmp_path) as world:
+        a, b = world.a, world.b
+        call = trio.to_thread.run_sync
+        members = [
+            {"machineId": a.machine_id, "agentId": "agent-alice", "name": "alice"},
+            {"machineId": b.machine_id, "agentId": "agent-bob", "name": "bob"},
+        ]
+        await call(lambda: request(a, "create", id=TEAM_ID, name=TEAM_NAME, members=members))
+        alice = (await call(lambda: request(a, "key", memberId="alice")))["memberKey"]
+        bob = (await call(lambda: request(a, "key", memberId="bob")))["memberKey"]
+        await call(lambda: request(a, "ask", alice, id="q1", to="bob", text=BODY))
+        question = f"{TEAM_ID}/q1/{NoticeKind.QUESTION.value}"
+        await eventually(lambda: desk_state(b, question) == "queued")
+
+        # The owner answers bob's inbox and then loses what its outbox held for B (as if it stopped).
+        assert a.node is not None
+        sent = a.node.enqueue
+        a.node.enqueue = lambda machine, body, notice=None: None  # type: ignore[method-assign]
+        inbox = await call(
+            lambda: call_remote(b.home, a.machine_id, "inbox", team_id=TEAM_ID, member_key=bob, timeout=10)
+        )
+        assert [q["id"] for q in inbox["questions"]] == ["q1"]
+        # Before bob even sees the answer, B's desk knows the question was read: its notice is moot.
+        assert desk_state(b, question) == "withdrawn"
+        a.node.enqueue = sent  # type: ignore[method-assign]

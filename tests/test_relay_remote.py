@@ -19,7 +19,14 @@ from harness.core.records import NoticeKind
 from harness.io import pairing
 from harness.io.client import RemoteError
 from harness.io.relay import Relay
-from harness.io.remote import RESPONSE_BYTES, PeerDelivery, RemoteNode, RemoteRefused, call_remote
+from harness.io.remote import (
+    RESPONSE_BYTES,
+    PeerDelivery,
+    RemoteNode,
+    RemoteRefused,
+    TeamAnswer,
+    call_remote,
+)
 from harness.io.rpc import result_frame
 from harness.io.team_delivery import DeliveryReport, Reporter
 
@@ -67,7 +74,7 @@ class FakeOwner:
     reports: list[DeliveryReport] = attrs.Factory(list)
     answer: str | None = None
 
-    async def handle(self, message: str) -> str | None:
+    async def handle(self, message: str, origin: str) -> TeamAnswer:
         frame = json.loads(message)
         self.frames.append(frame)
         assert "ownerToken" not in frame
@@ -80,7 +87,7 @@ class FakeOwner:
             "state": "answered" if self.answer else "open",
             "answer": self.answer,
         }
-        return result_frame(str(frame["requestId"]), exchange)
+        return TeamAnswer(result_frame(str(frame["requestId"]), exchange))
 
     async def record(self, report: DeliveryReport) -> None:
         self.reports.append(report)

@@ -252,9 +252,9 @@ async def test_each_channel_answers_a_request_built_from_the_table(tmp_path: Pat
     reports: list[DeliveryReport] = []
     frames: list[str] = []
 
-    async def ledger(frame: str) -> str:
+    async def ledger(frame: str, origin: str) -> remote.TeamAnswer:
         frames.append(frame)
-        return json.dumps({"type": "team_result", "requestId": "r1", "result": {}})
+        return remote.TeamAnswer(json.dumps({"type": "team_result", "requestId": "r1", "result": {}}))
 
     async def report(item: DeliveryReport) -> None:
         reports.append(item)
