@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import trio
+from bench_support import quantile
 
 from harness.io.journal import JournalStore, encode_record, ledger_store_dir
 
@@ -31,10 +32,6 @@ CHECKPOINT_EVERY_NTH_STORE = 3
 
 def _entry(i: int) -> dict[str, object]:
     return {"type": "Ask", "i": i, "text": "q" * ENTRY_BYTES}
-
-
-def _quantile(samples: list[float], q: float) -> float:
-    return sorted(samples)[min(len(samples) - 1, int(q * len(samples)))]
 
 
 async def _append_latency(directory: Path) -> list[float]:
@@ -149,10 +146,10 @@ def main() -> None:
     try:
         durable = trio.run(_append_latency, base / "latency")
         bare = _bare_latency(base / "bare.jsonl")
-        p50, p99 = _quantile(durable, 0.5), _quantile(durable, 0.99)
-        b50, b99 = _quantile(bare, 0.5), _quantile(bare, 0.99)
+        p50, p99 = quantile(durable, 0.5), quantile(durable, 0.99)
+        b50, b99 = quantile(bare, 0.5), quantile(bare, 0.99)
         print(f"append latency ({LATENCY_OPS} x {ENTRY_BYTES} B, one writer):")
-        hop = _quantile(trio.run(_thread_hop), 0.5)
+        hop = quantile(trio.run(_thread_hop), 0.5)
         print(f"  durable append   p50 {p50 * 1e3:.3f} ms  p99 {p99 * 1e3:.3f} ms")
         print(f"  bare write+fsync p50 {b50 * 1e3:.3f} ms  p99 {b99 * 1e3:.3f} ms")
         print(f"  ratio p50 {p50 / b50:.2f}  p99 {p99 / b99:.2f}  (goal <= 1.5)")

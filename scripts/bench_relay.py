@@ -25,10 +25,9 @@ from typing import Any
 
 import attrs
 import trio
+from bench_support import echo, quantile
 from trio_websocket import (
-    ConnectionClosed,
     WebSocketConnection,
-    WebSocketRequest,
     open_websocket_url,
     serve_websocket,
 )
@@ -88,11 +87,6 @@ QUICK = Sizes(
 )
 
 
-def quantile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[max(0, min(len(ordered) - 1, round(q * len(ordered) + 0.5) - 1))]  # nearest rank
-
-
 def p50(samples: list[float]) -> float:
     return statistics.median(samples)
 
@@ -109,14 +103,6 @@ def quiet(line: str) -> None:
 
 
 async def echo_round_trips(count: int) -> list[float]:
-    async def echo(request: WebSocketRequest) -> None:
-        ws = await request.accept()
-        try:
-            while True:
-                await ws.send_message(await ws.get_message())
-        except ConnectionClosed:
-            pass
-
     samples = []
     async with trio.open_nursery() as nursery:
         server = await nursery.start(partial(serve_websocket, echo, "127.0.0.1", 0, None))

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import trio
-from trio_websocket import ConnectionClosed, WebSocketRequest, serve_websocket
+from bench_support import echo, quantile
+from trio_websocket import serve_websocket
 
 from harness.core.limits import Limits
 from harness.io import home as homes
@@ -60,17 +61,9 @@ def in_thread(main: Callable[[Callable[[int], None]], Any]) -> tuple[int, Callab
 
 
 def echo_server() -> tuple[int, Callable[[], None]]:
-    async def handler(request: WebSocketRequest) -> None:
-        ws = await request.accept()
-        try:
-            while True:
-                await ws.send_message(await ws.get_message())
-        except ConnectionClosed:
-            pass
-
     async def main(ready: Callable[[int], None]) -> None:
         async with trio.open_nursery() as nursery:
-            server = await nursery.start(serve_websocket, handler, "127.0.0.1", 0, None)
+            server = await nursery.start(serve_websocket, echo, "127.0.0.1", 0, None)
             ready(server.port)
 
     return in_thread(main)
@@ -106,8 +99,7 @@ async def append_latency(directory: Path, frame: str) -> list[float]:
 
 
 def percentiles(samples: list[float]) -> tuple[float, float]:
-    ordered = sorted(samples)
-    return ordered[len(ordered) // 2], ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    return quantile(samples, 0.5), quantile(samples, 0.99)
 
 
 def main() -> None:

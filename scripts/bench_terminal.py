@@ -10,7 +10,6 @@ import argparse
 import contextlib
 import os
 import signal
-import statistics
 import sys
 import tempfile
 import time
@@ -18,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import trio
+from bench_support import quantile
 
 from harness.core.limits import DEFAULT_LIMITS
 from harness.io.profiles import classify
@@ -27,10 +27,8 @@ SCREENS = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "scree
 
 
 def _quantiles(samples: list[float]) -> str:
-    ordered = sorted(samples)
-    p50 = statistics.median(ordered)
-    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-    return f"p50 {p50 * 1e3:8.3f} ms   p99 {p99 * 1e3:8.3f} ms   (n={len(ordered)})"
+    p50, p99 = quantile(samples, 0.5), quantile(samples, 0.99)
+    return f"p50 {p50 * 1e3:8.3f} ms   p99 {p99 * 1e3:8.3f} ms   (n={len(samples)})"
 
 
 async def _timed(n: int, call: Callable[[], Awaitable[object]]) -> list[float]:

@@ -96,6 +96,19 @@ async def eventually(predicate: Callable[[], bool], seconds: float = 10.0) -> No
             await trio.sleep(0.02)
 
 
+async def alice_on_a_and_bob_on_b(world: World) -> tuple[str, dict[str, Any]]:
+    """The team on A: alice on A, bob on B. Alice's member key and bob's `key` view (key, command prefix)."""
+    a, b = world.a, world.b
+    members = [
+        {"machineId": a.machine_id, "agentId": "agent-alice", "name": "alice"},
+        {"machineId": b.machine_id, "agentId": "agent-bob", "name": "bob"},
+    ]
+    await trio.to_thread.run_sync(lambda: request(a, "create", id=TEAM_ID, name=TEAM_NAME, members=members))
+    alice = await trio.to_thread.run_sync(lambda: request(a, "key", memberId="alice"))
+    bob_view = await trio.to_thread.run_sync(lambda: request(a, "key", memberId="bob"))
+    return str(alice["memberKey"]), bob_view
+
+
 def desk_state(daemon: Daemon, notice_id: str) -> str | None:
     assert daemon.desk is not None
     notice = daemon.desk.desk.notices.get(notice_id)
@@ -106,13 +119,7 @@ async def test_a_question_and_its_answer_cross_machines_sealed(tmp_path: Path) -
     async with two_daemons(tmp_path) as world:
         a, b = world.a, world.b
         call = trio.to_thread.run_sync
-        members = [
-            {"machineId": a.machine_id, "agentId": "agent-alice", "name": "alice"},
-            {"machineId": b.machine_id, "agentId": "agent-bob", "name": "bob"},
-        ]
-        await call(lambda: request(a, "create", id=TEAM_ID, name=TEAM_NAME, members=members))
-        alice = (await call(lambda: request(a, "key", memberId="alice")))["memberKey"]
-        bob_view = await call(lambda: request(a, "key", memberId="bob"))
+        alice, bob_view = await alice_on_a_and_bob_on_b(world)
         bob = bob_view["memberKey"]
         # Bob's introduction teaches the command that works on his machine: through its daemon, to A.
         assert bob_view["command"] == f"harness team --machine {a.machine_id} --team {TEAM_ID} --key {bob}"
@@ -225,12 +232,7 @@ async def test_the_owner_asks_the_destination_desk_what_became_of_a_notice(tmp_p
     async with two_daemons(tmp_path) as world:
         a, b = world.a, world.b
         call = trio.to_thread.run_sync
-        members = [
-            {"machineId": a.machine_id, "agentId": "agent-alice", "name": "alice"},
-            {"machineId": b.machine_id, "agentId": "agent-bob", "name": "bob"},
-        ]
-        await call(lambda: request(a, "create", id=TEAM_ID, name=TEAM_NAME, members=members))
-        alice = (await call(lambda: request(a, "key", memberId="alice")))["memberKey"]
+        alice, _ = await alice_on_a_and_bob_on_b(world)
         await call(lambda: request(a, "ask", alice, id="q1", to="bob", text=BODY))
         question = f"{TEAM_ID}/q1/{NoticeKind.QUESTION.value}"
         await eventually(lambda: desk_state(b, question) == "queued")
@@ -264,13 +266,8 @@ async def test_a_members_read_reaches_its_desk_with_the_reply_even_if_the_owners
     async with two_daemons(tmp_path) as world:
         a, b = world.a, world.b
         call = trio.to_thread.run_sync
-        members = [
-            {"machineId": a.machine_id, "agentId": "agent-alice", "name": "alice"},
-            {"machineId": b.machine_id, "agentId": "agent-bob", "name": "bob"},
-        ]
-        await call(lambda: request(a, "create", id=TEAM_ID, name=TEAM_NAME, members=members))
-        alice = (await call(lambda: request(a, "key", memberId="alice")))["memberKey"]
-        bob = (await call(lambda: request(a, "key", memberId="bob")))["memberKey"]
+        alice, bob_view = await alice_on_a_and_bob_on_b(world)
+        bob = bob_view["memberKey"]
         await call(lambda: request(a, "ask", alice, id="q1", to="bob", text=BODY))
         question = f"{TEAM_ID}/q1/{NoticeKind.QUESTION.value}"
         await eventually(lambda: desk_state(b, question) == "queued")
