@@ -236,8 +236,13 @@ def _new_desk(ledger: Ledger, machine_id: str) -> d.Desk:
     return d.Desk(machine_id, held_teams=paused)
 
 
+def refused_reason(refused: Rejected) -> str:
+    """The owner's delivery reason for a submit a desk refused: the bound it hit, else the error code."""
+    return refused.bound if refused.bound is not None else refused.code.value
+
+
 def _refused_submit(command: d.Submit, refused: Rejected) -> RecordDelivery:
-    reason = refused.bound if refused.bound is not None else refused.code.value
+    reason = refused_reason(refused)
     state = d.DeliveryState.REJECTED.value
     return RecordDelivery(command.at, command.team_id, command.notice_id, state, reason)
 
@@ -419,6 +424,7 @@ __all__ = [
     "desk_command",
     "inbox_read_action",
     "placeholder_prefix",
+    "refused_reason",
     "render_notice",
     "step_system",
 ]

@@ -643,10 +643,15 @@ class Daemon:
         async for machine_id, command in self._work_receive:
             destination = self._destination(machine_id)
             if destination is not None:
-                if isinstance(command, d.Submit) and machine_id != self.machine_id:
+                if (
+                    isinstance(command, d.Submit)
+                    and self.node is not None
+                    and machine_id not in self.node.holders(command.team_id)
+                ):
                     team = self.durable.teams.get(command.team_id)
                     if team is not None and team.state is TeamState.PAUSED:
-                        # The machine may not hold the team yet: the hold goes first, so nothing is written.
+                        # A machine new to a paused team gets its hold first, so nothing is written; one
+                        # that holds the team already was told by the pause itself (fan-out).
                         await delivery_request(destination, d.Hold(command.at, command.team_id))
                 await delivery_request(destination, command)
             elif isinstance(command, d.Submit):  # owed, visibly waiting for a route to its machine
@@ -863,9 +868,7 @@ class Daemon:
     async def _action_key(self, request: Request) -> object:
         team = self._team(request)
         member_id = request.text("memberId")
-        member = team.members.get(member_id) or next(
-            (m for m in team.members.values() if m.name == member_id and m.state.value == "active"), None
-        )
+        member = resolve_member(team, member_id)
         key = None if member is None else next((k for k, m in team.keys.items() if m == member.id), None)
         if member is None or key is None:
             raise ActionError(E.NOT_FOUND.value, f"no active member {member_id!r} in team {team.id!r}")

@@ -28,6 +28,7 @@ from harness.core.codec import desk_command_from_json, desk_command_to_json, fro
 from harness.core.errors import ErrorCode, Rejected
 from harness.core.limits import DEFAULT_LIMITS, Limits
 from harness.core.outcome import Accepted, reject
+from harness.core.system import refused_reason
 from harness.io.journal import CheckpointPolicy, JournalStore, Recovery, StoreError, delivery_store_dir
 from harness.io.team_delivery import DeliveryReport, Reporter
 from harness.io.terminal_port import Screen, ScreenState, Terminals, WriteOutcome
@@ -232,7 +233,7 @@ class DeskRunner:
         outcome = await self.apply(command)
         if isinstance(outcome, Rejected):
             # As core.system routes a refused submit: never silent loss, the owner sees why.
-            reason = outcome.bound if outcome.bound is not None else outcome.code.value
+            reason = refused_reason(outcome)
             state = d.DeliveryState.REJECTED
             if outcome.code is ErrorCode.CORRUPT_STATE:
                 state, reason = d.DeliveryState.QUEUED, outcome.code.value  # owed; waits for the repair

@@ -46,7 +46,7 @@ import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest, serve_websocket
 
 from harness.core import delivery as d
-from harness.core.codec import desk_command_from_json, desk_command_to_json
+from harness.core.codec import desk_command_from_json, desk_command_to_json, to_json
 from harness.core.effects import parse_notice_id
 from harness.core.errors import Rejected
 from harness.io import home as homes
@@ -159,15 +159,6 @@ class _Outbox:
     wake: trio.Event = attrs.Factory(trio.Event)
 
 
-def _report_json(report: DeliveryReport) -> dict[str, Any]:
-    return {
-        "teamId": report.team_id,
-        "noticeId": report.notice_id,
-        "state": report.state,
-        "reason": report.reason,
-    }
-
-
 def _report_from_json(data: object) -> DeliveryReport:
     if not isinstance(data, dict):
         raise TypeError("a report is one JSON object")
@@ -221,7 +212,8 @@ class RemoteNode:
         self._connected = trio.Event()
         self._peers: dict[str, pairing.Peer] = {}
         self._peers_stamp: int | None = -1
-        self._peers_path = pairing.remote_dir(home) / pairing.PEERS_FILE
+        self._remote_dir = pairing.remote_dir(home)  # made once: later uses only read and write in it
+        self._peers_path = self._remote_dir / pairing.PEERS_FILE
         self._peers_loaded = False  # after the first load, machines paired (again) are told to `on_paired`
         self._send: dict[str, SendSession] = {}
         self._receive: dict[str, ReceiveSession] = {}
@@ -289,15 +281,13 @@ class RemoteNode:
         return session
 
     def _read_routes(self) -> tuple[dict[str, str], dict[str, list[str]]]:
-        try:
-            data = json.loads((pairing.remote_dir(self.home) / ROUTES_FILE).read_text())
-        except FileNotFoundError:
-            return {}, {}
-        return dict(data["owners"]), {team: list(machines) for team, machines in data["holders"].items()}
+        data = pairing._read(self._remote_dir / ROUTES_FILE)  # clear errors for a damaged file
+        owners, holders = data.get("owners", {}), data.get("holders", {})
+        return dict(owners), {team: list(machines) for team, machines in holders.items()}
 
     def _save_routes(self) -> None:
         routes = {"owners": self._owners, "holders": self._holders}
-        homes.write_private_json(pairing.remote_dir(self.home) / ROUTES_FILE, routes)
+        homes.write_private_json(self._remote_dir / ROUTES_FILE, routes)
 
     def _learn_owner(self, team_id: str, owner: str) -> None:
         if self._owners.get(team_id) != owner:
@@ -328,7 +318,7 @@ class RemoteNode:
                 )
                 self.gateway_port = server.port
                 homes.write_private_json(
-                    pairing.remote_dir(self.home) / GATEWAY_FILE,
+                    self._remote_dir / GATEWAY_FILE,
                     {"port": self.gateway_port, "pid": os.getpid()},
                 )
                 for machine, outbox in self._outboxes.items():
@@ -339,7 +329,7 @@ class RemoteNode:
         finally:
             self._nursery = None
             with contextlib.suppress(FileNotFoundError):
-                (pairing.remote_dir(self.home) / GATEWAY_FILE).unlink()
+                (self._remote_dir / GATEWAY_FILE).unlink()
 
     def stop(self) -> None:
         """Leave the relay and stop serving; `run` returns."""
@@ -596,7 +586,9 @@ class RemoteNode:
                     response = {"error": UNCERTAIN, "detail": "this machine failed while serving it"}
                 finally:
                     self._running.pop(key).set()
-                if message.get("ch") != "team":  # a gateway never retries one (the frame's own id does)
+                # Not a `team` answer (a gateway never retries one: the frame's own id does) nor a "not now"
+                # refusal, which the sender retries under the same id and must be able to get past.
+                if message.get("ch") != "team" and response.get("error") not in PASSING_REFUSALS:
                     done[key[1]] = response
                 while len(done) > DONE_CACHE:
                     done.popitem(last=False)
@@ -702,13 +694,13 @@ class RemoteNode:
         if not isinstance(notice_ids, list):
             raise TypeError("noticeIds must be a list")
         reports = await self.local_delivery.status(team_id, [str(n) for n in notice_ids])
-        return {"result": [_report_json(r) for r in reports]}
+        return {"result": [to_json(r) for r in reports]}
 
     async def route_report(self, report: DeliveryReport) -> None:
         """The local desk's reporter: reports about a remote-owned team go back to its owner."""
         owner = self._owners.get(report.team_id)
         if owner is not None and owner != self.machine_id and not self.owns_team(report.team_id):
-            self.enqueue(owner, {"ch": "report", "report": _report_json(report)})
+            self.enqueue(owner, {"ch": "report", "report": to_json(report)})
         elif self.report_local is not None:
             await self.report_local(report)
 

@@ -307,3 +307,23 @@ async def test_a_peer_cannot_steer_a_team_this_machine_owns_nor_end_the_node(tmp
     assert [r.team_id for r in owned] == ["mine"] and not node._outboxes
     deep = await node._execute(peer, {"ch": "team", "frame": "[" * 200_000})
     assert deep["error"] == "bad_request"
+
+
+async def test_a_not_now_refusal_is_not_remembered_so_its_retry_gets_through(tmp_path: Path) -> None:
+    node = RemoteNode(tmp_path / "home", log=lambda line: None)
+    answered: list[dict[str, object]] = []
+
+    async def respond(peer: object, body: dict[str, object]) -> None:
+        answered.append(body)
+
+    node._respond = respond  # type: ignore[method-assign]
+    peer = pairing.Peer("machine-owner", b"\x01" * 32, "ws://127.0.0.1:1", 0)
+    hold = {"k": "req", "id": "r1", "ch": "delivery", "command": desk_command_to_json(d.Hold(1, TEAM_ID))}
+    node._inbound[peer.address] += 1
+    await node._serve_request(peer, hold)  # no desk attached yet: `offline`, a passing refusal
+    assert answered[-1]["error"] == "offline"
+    desk = FakeDesk(node.route_report)
+    node.local_delivery = desk
+    node._inbound[peer.address] += 1
+    await node._serve_request(peer, hold)  # the owner's retry, same request id
+    assert answered[-1] == {"k": "res", "id": "r1", "result": True} and desk.requests == [d.Hold(1, TEAM_ID)]
