@@ -185,7 +185,6 @@ async def test_pause_holds_and_resume_releases(tmp_path: Path) -> None:
     async with desk_daemon(tmp_path, fake) as daemon:
         owner, keys = await local_team(daemon)
         await until(lambda: is_(intro(daemon, "alice"), "delivered"))
-        await Api.open(daemon, keys["alice"])
         alice = await Api.open(daemon, keys["alice"])
         await alice("ask", "t1", id="q1", to="bob", text="later?")
         await owner("pause", "t1")

@@ -59,12 +59,7 @@ async def two_daemons(tmp_path: Path) -> AsyncIterator[World]:
         async with trio.open_nursery() as daemons:
             await daemons.start(a.run, 0)
             await daemons.start(b.run, 0)
-            # Paired while both run, as people do: `pair create` on A names the relay, `pair accept` on B.
-            code = pairing.create_code(a.home, url)
-            assert a.node is not None and b.node is not None
-            await a.node.wait_connected()
-            await pairing.accept_code(b.home, code.text())
-            await b.node.wait_connected()
+            await pair(a, b, url)
             try:
                 yield World(seen, a, b, relay)
             finally:
@@ -74,10 +69,21 @@ async def two_daemons(tmp_path: Path) -> AsyncIterator[World]:
     assert a.internal_errors == b.internal_errors == 0
 
 
-def request(daemon: Daemon, action: str, key: str | None = None, **fields: Any) -> Any:
+async def pair(a: Daemon, b: Daemon, url: str) -> None:
+    """Paired while both run, as people do: `pair create` on A names the relay, `pair accept` on B."""
+    code = pairing.create_code(a.home, url)
+    assert a.node is not None and b.node is not None
+    await a.node.wait_connected()
+    await pairing.accept_code(b.home, code.text())
+    await b.node.wait_connected()
+
+
+def request(
+    daemon: Daemon, action: str, key: str | None = None, *, team: str = TEAM_ID, **fields: Any
+) -> Any:
     """A `team` request to `daemon` as a local client (the owner unless `key` is given)."""
     token = None if key else homes.read_owner_token(daemon.home)
-    team_id = None if action == "create" else TEAM_ID
+    team_id = None if action == "create" else team
     with Client(daemon.port) as client:
         return client.request(action, team_id=team_id, member_key=key, owner_token=token, fields=fields)
 

@@ -29,6 +29,7 @@ from harness.io.remote import (
 )
 from harness.io.rpc import result_frame
 from harness.io.team_delivery import DeliveryReport, Reporter
+from tests.test_relay_daemons import eventually
 
 TEAM_ID = "team0000000000000000000000000001"
 TEAM_NAME = "Secret Project Name"
@@ -133,13 +134,6 @@ async def two_machines(tmp_path: Path) -> AsyncIterator[World]:
         await node_b.wait_connected()
         yield World(relay, seen, owner, node_a, node_b, desk_b, home_a, home_b, url)
         nursery.cancel_scope.cancel()
-
-
-async def eventually(predicate: object, seconds: float = 5.0) -> None:
-    assert callable(predicate)
-    with trio.fail_after(seconds):
-        while not predicate():
-            await trio.sleep(0.01)
 
 
 def cli(world: World, machine: str, action: str, fields: dict[str, object] | None = None) -> object:

@@ -14,12 +14,9 @@ import attrs
 import trio
 
 from harness.core.records import NoticeKind
-from harness.io import home as homes
-from harness.io import pairing
-from harness.io.client import Client
 from harness.io.daemon import Daemon
 from harness.io.relay import Relay
-from tests.test_relay_daemons import eventually, fast_node
+from tests.test_relay_daemons import eventually, fast_node, pair, request
 
 TEAM_ID = "team0000000000000000000000000077"
 
@@ -32,6 +29,7 @@ class Running:
     async def stop(self) -> None:
         self.daemon.stop()
         await self.done.wait()
+        assert self.daemon.internal_errors == 0
 
 
 @attrs.define(eq=False)
@@ -53,15 +51,10 @@ class Machines:
                 done.set()
 
         await self.nursery.start(serve)
-        assert daemon.internal_errors == 0
         return Running(daemon, done)
 
     async def pair(self, a: Daemon, b: Daemon) -> None:
-        code = pairing.create_code(a.home, self.url)
-        assert a.node is not None and b.node is not None
-        await a.node.wait_connected()
-        await pairing.accept_code(b.home, code.text())
-        await b.node.wait_connected()
+        await pair(a, b, self.url)
 
 
 @asynccontextmanager
@@ -73,15 +66,8 @@ async def machines(tmp_path: Path) -> AsyncIterator[Machines]:
         nursery.cancel_scope.cancel()
 
 
-def request(daemon: Daemon, action: str, key: str | None = None, **fields: Any) -> Any:
-    token = None if key else homes.read_owner_token(daemon.home)
-    team_id = None if action == "create" else TEAM_ID
-    with Client(daemon.port) as client:
-        return client.request(action, team_id=team_id, member_key=key, owner_token=token, fields=fields)
-
-
 def call(daemon: Daemon, action: str, key: str | None = None, **fields: Any) -> Any:
-    return trio.to_thread.run_sync(lambda: request(daemon, action, key, **fields))
+    return trio.to_thread.run_sync(lambda: request(daemon, action, key, team=TEAM_ID, **fields))
 
 
 def notice_states(daemon: Daemon, team_id: str) -> dict[str, str]:
@@ -137,7 +123,6 @@ async def test_an_owner_restart_restates_the_notice_and_the_pause_its_outbox_los
         await call(a.daemon, "cancel", alice, questionId="q1")
         await eventually(lambda: notice_states(b.daemon, TEAM_ID).get(question) == "withdrawn")
         for running in (a, b):
-            assert running.daemon.internal_errors == 0
             await running.stop()
 
 
@@ -157,5 +142,4 @@ async def test_notices_owed_to_a_machine_reach_it_once_it_is_paired(tmp_path: Pa
         await eventually(lambda: owner_view(a.daemon, "q1")() in waiting)
         assert len(notice_states(b.daemon, TEAM_ID)) == 2  # bob's introduction and the question
         for running in (a, b):
-            assert running.daemon.internal_errors == 0
             await running.stop()

@@ -137,9 +137,13 @@ def test_keys_select_refresh_and_quit(daemon: DaemonThread) -> None:
         assert str(row[1]).split()[0] in {"queued", "held", "delivered", "withdrawn", "expired"}
         # `r` refreshes from a fresh `get`; the same revision changes nothing.
         shown = app.revision
+        fetch = app._refresh
+        refreshed: list[object] = []
+        app._refresh = lambda: refreshed.append(fetch())  # type: ignore[method-assign]
         await pilot.press("r")
         await pilot.pause(0.3)
-        assert app.revision == shown and app.link == "live"
+        assert len(refreshed) == 1  # `r` fetched the team again...
+        assert app.revision == shown and app.link == "live"  # ...and the same revision changed nothing
         await pilot.press("q")
         assert not app.is_running
 

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 from trio_websocket import ConnectionClosed, HandshakeError, WebSocketConnection, wrap_client_stream
 
@@ -120,10 +121,9 @@ async def test_the_ticket_is_spent_once_and_the_session_reconnects(tmp_path: Pat
         async with page(server) as ws:
             await ws.send_message(json.dumps({"type": "hello", "ticket": ticket}))
             assert "already used" in (await frames_until(ws, "web_refused"))["detail"]
-            try:
+            with trio.fail_after(10), pytest.raises(ConnectionClosed) as closed:
                 await ws.get_message()
-            except ConnectionClosed as closed:
-                assert closed.reason.code == REFUSED
+            assert closed.value.reason.code == REFUSED
         async with page(server) as ws:
             await ws.send_message(json.dumps({"type": "hello", "session": hello["session"]}))
             assert (await frames_until(ws, "web_link"))["state"] == "live"
