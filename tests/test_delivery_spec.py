@@ -9,7 +9,7 @@ from harness.core import delivery as d
 from harness.core import delivery_invariants
 from harness.core.errors import ErrorCode
 from harness.core.limits import DEFAULT_LIMITS
-from tests.spec_tables import read_table
+from tests.spec_tables import limit_names, read_table
 
 SPEC = "delivery-v1.md"
 
@@ -49,7 +49,7 @@ def test_observation_reasons_equal_code() -> None:
 def test_bounds_table_equals_limits() -> None:
     rows = read_table(SPEC, "delivery-bounds")
     assert {row["bound"]: int(row["number"]) for row in rows} == {
-        row["bound"]: getattr(DEFAULT_LIMITS, row["bound"]) for row in rows
+        name: getattr(DEFAULT_LIMITS, name) for name in limit_names("delivery")
     }
 
 

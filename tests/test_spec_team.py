@@ -5,14 +5,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import attrs
-
 from harness.core import invariants
 from harness.core.errors import ErrorCode
-from harness.core.limits import DEFAULT_LIMITS, Limits
+from harness.core.limits import DEFAULT_LIMITS
 from harness.core.records import QuestionState, TeamState
 from harness.core.team import QUESTION_TRANSITIONS, TEAM_GATE, QuestionEvent
-from tests.spec_tables import read_table
+from tests.spec_tables import limit_names, read_table
 
 
 def _next(value: str) -> object:
@@ -35,9 +33,8 @@ def test_question_table_equals_code() -> None:
 
 
 def test_bounds_table_equals_limits() -> None:
-    team_fields = [field.name for field in attrs.fields(Limits)][: len(read_table("team-v1.md", "bounds"))]
     spec = {row["bound"]: int(row["number"]) for row in read_table("team-v1.md", "bounds")}
-    assert spec == {name: getattr(DEFAULT_LIMITS, name) for name in team_fields}
+    assert spec == {name: getattr(DEFAULT_LIMITS, name) for name in limit_names("team")}
 
 
 def test_error_code_table_lists_every_code() -> None:
