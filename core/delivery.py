@@ -121,7 +121,6 @@ WRITTEN: frozenset[DeliveryState] = frozenset(
     {S.WRITING, S.DELIVERED, S.ACCEPTED, S.READ, S.REJECTED, S.UNCONFIRMED}
 )
 UNSENT: frozenset[DeliveryState] = frozenset({S.QUEUED, S.HELD})
-FINAL: frozenset[DeliveryState] = frozenset({S.READ, S.WITHDRAWN, S.EXPIRED})
 
 _C = E.CONFLICT
 

@@ -1,6 +1,6 @@
-# The delivery desk's invariants (spec/delivery-v1.md, "Invariants", D1-D11) as production code. The daemon's
-# debug checks, the Hypothesis machines and the model checker call these same functions, so "the invariant
-# held" means one thing everywhere. Each violation is (invariant id, detail).
+# The delivery desk's invariants (spec/delivery-v1.md, "Invariants", D1-D11) as production code. The daemon
+# (with HARNESS_CHECK_INVARIANTS=1), the Hypothesis machines and the model checker call these same
+# functions, so "the invariant held" means one thing everywhere. Each violation is (invariant id, detail).
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -277,10 +277,6 @@ def _raise(found: list[Violation]) -> None:
         raise ProtocolViolation(invariant, detail)
 
 
-def check_desk(desk: d.Desk, limits: Limits = DEFAULT_LIMITS) -> None:
-    _raise(desk_violations(desk, limits))
-
-
 def check_step(
     before: d.Desk,
     command: d.DeskCommand,
@@ -289,6 +285,3 @@ def check_step(
 ) -> None:
     _raise(step_violations(before, command, outcome, limits))
 
-
-def check_system(system: System, now: int, limits: Limits = DEFAULT_LIMITS) -> None:
-    _raise(system_violations(system, now, limits))

@@ -75,9 +75,6 @@ class ArmTimer:
     at: int
 
 
-TeamEffect = SubmitNotice | WithdrawNotice | HoldTeam | ReleaseTeam | WithdrawTeam | WithdrawMember | ArmTimer
-
-
 @attrs.frozen
 class TeamChanged:
     team_id: str

@@ -1,5 +1,6 @@
 # The team ledger's invariants as production code. The Hypothesis machines, the model checker and the
-# daemon's debug checks all call these same functions, so "the invariant held" means one thing everywhere.
+# daemon (with HARNESS_CHECK_INVARIANTS=1) all call these same functions, so "the invariant held" means
+# one thing everywhere.
 # Each violation names the spec's invariant number (spec/team-v1.md, "Invariants").
 from __future__ import annotations
 

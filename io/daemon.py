@@ -78,6 +78,7 @@ from harness.core.effects import (
     notice_id,
 )
 from harness.core.errors import ErrorCode, Rejected
+from harness.core.invariants import step_violations as team_step_violations
 from harness.core.limits import DEFAULT_LIMITS, Limits
 from harness.core.outcome import Accepted, reject
 from harness.core.queries import (
@@ -146,6 +147,13 @@ from harness.io.team_delivery import request as delivery_request
 from harness.io.terminal_port import Terminals
 
 LIMITS_ENV = "HARNESS_LIMITS"
+# "1": after every step, run the same invariant functions as the stateful tests and the model checker (the
+# ledger's here, the desk's in the desk runner) and stop on the first violation. The test suite sets it.
+CHECK_ENV = "HARNESS_CHECK_INVARIANTS"
+
+
+def checking_invariants() -> bool:
+    return os.environ.get(CHECK_ENV) == "1"
 HOST = "127.0.0.1"
 # Commands waiting for the ledger task before RPC handlers feel back-pressure.
 LEDGER_QUEUE = 64
@@ -283,6 +291,7 @@ class Daemon:
         self._checkpoints = checkpoint_policy or CheckpointPolicy()
         self._terminals = terminals
         self._runner_timing = runner_timing or RunnerTiming()
+        self._check = checking_invariants()
         self.agents = AgentRegistry(home / REGISTRY_FILE)  # loaded in `run`
         self.desk: DeskRunner | None = None  # this machine's delivery desk, opened in `run`
         self._log = log or (lambda line: print(f"harness daemon: {line}", file=sys.stderr, flush=True))
@@ -338,6 +347,7 @@ class Daemon:
                 timing=self._runner_timing,
                 checkpoint_policy=self._checkpoints,
                 log=self._log,
+                on_violation=partial(self._violated, "a desk command") if self._check else None,
             )
             await self._recover()
             try:
@@ -425,6 +435,13 @@ class Daemon:
                     self._timers[team_id] = deadline
         self.working = self.durable
 
+    def _violated(self, what: str, violation: tuple[str, str]) -> str:
+        """A core invariant broken (CHECK_ENV): a bug of harness, counted and logged; the caller stops."""
+        self.internal_errors += 1
+        why = f"{ErrorCode.CORRUPT_STATE}: invariant {violation[0]} broken by {what}: {violation[1]}"
+        self._log(why)
+        return why
+
     def _stop_team(self, team_id: str, why: str) -> None:
         self.unavailable[team_id] = why
         self._log(f"team {team_id} stopped: {why}")
@@ -445,6 +462,12 @@ class Daemon:
             pending.outcome = reject(E.CORRUPT_STATE, self.unavailable[team_id])
             return
         outcome = pending.outcome = step(self.working, command, self.limits)
+        broken = team_step_violations(self.working, command, outcome, self.limits) if self._check else []
+        if broken:  # never applied: the team stops, as for a ledger that cannot be written
+            why = self._violated(f"{type(command).__name__} on team {team_id!r}", broken[0])
+            self._stop_team(team_id, why)
+            pending.outcome = reject(E.CORRUPT_STATE, why)
+            return
         if isinstance(outcome, Rejected) or not outcome.changed:
             return
         store = self.stores.get(team_id)

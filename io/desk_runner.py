@@ -25,6 +25,7 @@ import trio
 
 from harness.core import delivery as d
 from harness.core.codec import desk_command_from_json, desk_command_to_json, from_json, to_json
+from harness.core.delivery_invariants import step_violations as desk_step_violations
 from harness.core.errors import ErrorCode, Rejected
 from harness.core.limits import DEFAULT_LIMITS, Limits
 from harness.core.outcome import Accepted, reject
@@ -110,6 +111,7 @@ class DeskRunner:
         timing: RunnerTiming | None = None,
         checkpoint_policy: CheckpointPolicy | None = None,
         log: Callable[[str], None] = lambda line: None,
+        on_violation: Callable[[tuple[str, str]], str] | None = None,
     ) -> None:
         self.machine_id = machine_id
         self.desk = d.empty_desk(machine_id)  # durable: only `apply` replaces it, after the append
@@ -119,6 +121,8 @@ class DeskRunner:
         self._report = report
         self._terminals = terminals
         self._limits = limits
+        # Set by a daemon that checks invariants (its CHECK_ENV): told each violation, it says why to stop.
+        self._on_violation = on_violation
         self._clock = clock
         self._timing = timing or RunnerTiming()
         self._checkpoints = checkpoint_policy or CheckpointPolicy()
@@ -194,6 +198,11 @@ class DeskRunner:
             self._last_at = max(self._last_at, self._clock())
             command = attrs.evolve(command, at=self._last_at)
             outcome = d.step(self.desk, command, self._limits)
+            if self._on_violation is not None:
+                broken = desk_step_violations(self.desk, command, outcome, self._limits)
+                if broken:  # never applied: the desk stops, as for a journal that cannot be written
+                    self._stop_desk(self._on_violation(broken[0]))
+                    return reject(ErrorCode.CORRUPT_STATE, self.unavailable or "")
             if isinstance(outcome, Rejected):
                 return outcome
             if outcome.changed:

@@ -66,7 +66,6 @@ from .checker import Violation
 
 TEAM = "t"
 StepSystem = Callable[[System, Action, Limits], Accepted[System] | Rejected]
-DecideWait = Callable[[Team, str, object, int, int], WaitDecision | None]
 
 
 @functools.lru_cache(maxsize=1 << 16)
