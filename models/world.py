@@ -31,7 +31,7 @@ from harness.core.commands import (
     ResumeTeam,
     Tick,
 )
-from harness.core.delivery_invariants import desk_violations, system_violations
+from harness.core.delivery_invariants import desk_violations, spanning_violations
 from harness.core.errors import Rejected
 from harness.core.invariants import ledger_violations
 from harness.core.limits import Limits
@@ -633,19 +633,17 @@ def _desk_findings(desk: d.Desk, limits: Limits) -> tuple[Violation, ...]:
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _system_findings(system: System, now: int, limits: Limits) -> tuple[Violation, ...]:
-    return tuple(
-        ("desk-invariants", f"{inv}: {detail}") for inv, detail in system_violations(system, now, limits)
-    )
+def _spanning_findings(system: System, now: int) -> tuple[Violation, ...]:
+    return tuple(("desk-invariants", f"{inv}: {detail}") for inv, detail in spanning_violations(system, now))
 
 
 def always(world: World, config: Config, protocol: Protocol) -> list[Violation]:
     found = list(world.harm)
     ledger = world.system.ledger
     found.extend(_ledger_findings(ledger, config.limits))
-    for desk in world.system.desks.values():
+    for desk in world.system.desks.values():  # each desk's own invariants, then what spans them
         found.extend(_desk_findings(desk, config.limits))
-    found.extend(_system_findings(_settled(world), world.now, config.limits))
+    found.extend(_spanning_findings(_settled(world), world.now))
     team = ledger.teams[TEAM]
     for desk in world.system.desks.values():
         for notice in desk.notices.values():
