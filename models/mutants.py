@@ -9,14 +9,14 @@ import attrs
 from immutables import Map
 
 from harness.core import delivery as d
-from harness.core import effects as fx
 from harness.core.commands import Ask, Reply, Tick
 from harness.core.errors import ErrorCode, Rejected
 from harness.core.limits import Limits
 from harness.core.outcome import Accepted
 from harness.core.queries import WaitDecision, WaitReason
-from harness.core.records import Exchange, NoticeKind, QuestionState, Team
-from harness.core.system import Action, AtDesk, System, render_notice
+from harness.core.records import Exchange, QuestionState, Team
+from harness.core.system import Action, AtDesk, System, desk_command
+from harness.core.team import answer_notice
 from harness.core.values import replace
 
 from .link import Transport
@@ -91,29 +91,8 @@ def _resume_on_late_answer(system: System, action: Action, limits: Limits) -> Ou
         return outcome
     team = outcome.state.ledger.teams[action.team_id]
     asker = team.members[exchange.from_]
-    notice = fx.SubmitNotice(
-        team.id,
-        fx.notice_id(team.id, exchange.id, NoticeKind.ANSWER),
-        NoticeKind.ANSWER,
-        exchange.id,
-        asker.id,
-        asker.machine_id,
-        asker.agent_id,
-        action.at + limits.notice_ttl_ms,
-    )
-    text = render_notice(outcome.state.ledger, notice, limits)
-    submit = d.Submit(
-        action.at,
-        team.id,
-        notice.notice_id,
-        notice.kind,
-        exchange.id,
-        asker.id,
-        asker.machine_id,
-        asker.agent_id,
-        notice.expires_at,
-        text,
-    )
+    # The continuation the real reducer gives an on-time answer, routed as the real system routes it.
+    submit = desk_command(outcome.state.ledger, answer_notice(team, exchange, limits), action.at, limits)
     resumed = real_step_system(outcome.state, AtDesk(asker.machine_id, submit), limits)
     if isinstance(resumed, Rejected):
         return outcome
