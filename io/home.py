@@ -8,6 +8,8 @@ import fcntl
 import json
 import os
 import secrets
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +53,9 @@ def ensure_home(home: Path) -> Path:
     return home
 
 
-def _read_or_create_secret(path: Path, nbytes: int) -> str:
-    """A private random value that is created once (O_EXCL, so two racing creators agree) and then kept."""
+def read_or_create_secret(path: Path, draw: Callable[[], str]) -> str:
+    """A private value (0600) drawn once by `draw`, created with O_EXCL so two racing creators agree, and then
+    kept."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, PRIVATE_FILE_MODE)
     except FileExistsError:
@@ -60,7 +63,7 @@ def _read_or_create_secret(path: Path, nbytes: int) -> str:
         if not value:
             raise HomeError(f"{path} is empty; delete it to draw a new one") from None
         return value
-    value = secrets.token_hex(nbytes)
+    value = draw()
     try:
         os.write(fd, (value + "\n").encode())
         os.fsync(fd)
@@ -71,7 +74,7 @@ def _read_or_create_secret(path: Path, nbytes: int) -> str:
 
 def owner_token(home: Path) -> str:
     """The owner's secret: whoever can read this 0600 file is the same OS user as the daemon."""
-    return _read_or_create_secret(home / TOKEN_FILE, 32)
+    return read_or_create_secret(home / TOKEN_FILE, partial(secrets.token_hex, 32))
 
 
 def read_owner_token(home: Path) -> str | None:
@@ -83,7 +86,7 @@ def read_owner_token(home: Path) -> str | None:
 
 def machine_id(home: Path) -> str:
     """This data directory's stable identity; members name agents by (machineId, agentId)."""
-    return _read_or_create_secret(home / MACHINE_FILE, 16)
+    return read_or_create_secret(home / MACHINE_FILE, partial(secrets.token_hex, 16))
 
 
 def write_private_json(path: Path, data: dict[str, Any]) -> None:

@@ -34,7 +34,7 @@ import nacl.exceptions
 import nacl.hash
 import nacl.public
 
-from harness.io.home import PRIVATE_FILE_MODE, write_private_json
+from harness.io.home import PRIVATE_FILE_MODE, read_or_create_secret, write_private_json
 
 SEALED: Final = 0x01  # first byte of a sealed frame; other first bytes belong to the pairing handshake
 _HEADER: Final = struct.Struct(">BI32sQ")
@@ -89,19 +89,8 @@ class Identity:
 
 def load_identity(directory: Path) -> Identity:
     """This machine's identity in `directory` (0600 file), created once (O_EXCL, so racing creators agree)."""
-    path = directory / IDENTITY_FILE
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, PRIVATE_FILE_MODE)
-    except FileExistsError:
-        secret = unb64(path.read_text().strip())
-        return Identity(secret, nacl.bindings.crypto_scalarmult_base(secret))
-    identity = Identity.generate()
-    try:
-        os.write(fd, (b64(identity.secret) + "\n").encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    return identity
+    secret = unb64(read_or_create_secret(directory / IDENTITY_FILE, lambda: b64(Identity.generate().secret)))
+    return Identity(secret, nacl.bindings.crypto_scalarmult_base(secret))
 
 
 class SealError(Exception):
