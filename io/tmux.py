@@ -22,6 +22,7 @@ from typing import Protocol
 import attrs
 import trio
 
+from harness.core.terminal_text import is_terminal_safe
 from harness.io.agents import AgentRegistry
 from harness.io.profiles import (
     Observation,
@@ -46,6 +47,10 @@ class TmuxError(Exception):
 
 class TmuxLost(TmuxError):
     """The connection to tmux broke after the command was sent: it may or may not have run."""
+
+
+class UnsafeText(TmuxError):
+    """The buffer holds a byte a terminal would read as a key or a screen command: nothing was sent."""
 
 
 def server_args(socket: str) -> list[str]:
@@ -256,7 +261,12 @@ async def capture(runner: Runner, target: str, *, history: int = 0) -> str:
 
 async def paste(runner: Runner, target: str, text: str) -> None:
     """Paste `text` into the pane as one bracketed paste (load-buffer from a private file, paste-buffer -p).
-    Raises TmuxError when nothing was pasted, TmuxLost when it may have been."""
+    Raises TmuxError when nothing was pasted, TmuxLost when it may have been.
+
+    Defence in depth: notices are rendered terminal-safe in the core, and a buffer that is not (ESC could
+    end the bracketed paste and type the rest as keys) is refused here before tmux sees it."""
+    if not is_terminal_safe(text):
+        raise UnsafeText("the text holds terminal control characters; refused before any byte was sent")
     name = f"harness-{secrets.token_hex(6)}"
     fd, path = tempfile.mkstemp(prefix="harness-paste-")  # 0600
     try:

@@ -1,0 +1,76 @@
+# Issue 14, finding 5 (and issue 15's relay and pairing findings): 100,000 nested `[` ended a process with
+# RecursionError because JSON was parsed before anything bounded it. `parse_json` is the one parser of peer
+# input: bounded in size and depth first, strict after, and total (a value or a JsonRefused, never a raise).
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from harness.core.bounded_json import MAX_DEPTH, JsonRefused, depth, parse_json
+
+LIMIT = 256 * 1024
+
+
+@pytest.mark.parametrize(
+    ("document", "reason"),
+    [
+        ("[" * 100_000, "too_deep"),
+        ('{"a":' * 50_000, "too_deep"),
+        ("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1), "too_deep"),
+        ("x" * (LIMIT + 1), "too_large"),
+        ("é" * (LIMIT // 2 + 1), "too_large"),  # counted in UTF-8 bytes, not characters
+        (b"\xff\xfe[]", "not_utf8"),
+        ('"\\ud800"', "not_utf8"),
+        ("\ud800", "not_utf8"),
+        ("[NaN]", "not_json"),
+        ('{"a": Infinity}', "not_json"),
+        ('{"a": 1', "not_json"),
+        ('"' * 1000, "not_json"),
+    ],
+)
+def test_hostile_documents_are_refused_as_values(document: str | bytes, reason: str) -> None:
+    refused = parse_json(document, max_bytes=LIMIT)
+    assert isinstance(refused, JsonRefused)
+    assert refused.reason == reason
+
+
+def test_nesting_at_the_bound_parses() -> None:
+    document = "[" * MAX_DEPTH + "]" * MAX_DEPTH
+    assert not isinstance(parse_json(document, max_bytes=LIMIT), JsonRefused)
+
+
+def test_brackets_inside_strings_do_not_count() -> None:
+    document = json.dumps({"text": "[" * 10_000 + '\\"{' * 100})
+    assert parse_json(document, max_bytes=LIMIT) == json.loads(document)
+    assert depth(document) == 1
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(), children, max_size=4),
+    max_leaves=30,
+)
+
+
+def _nesting(value: object) -> int:
+    if isinstance(value, list):
+        return 1 + max((_nesting(item) for item in value), default=0)
+    if isinstance(value, dict):
+        return 1 + max((_nesting(item) for item in value.values()), default=0)
+    return 0
+
+
+@given(json_values)
+def test_depth_is_the_documents_nesting_and_valid_documents_round_trip(value: object) -> None:
+    document = json.dumps(value)
+    assert depth(document) == _nesting(value)
+    assert parse_json(document, max_bytes=10**7) == value
+
+
+@given(st.one_of(st.text(), st.binary()))
+def test_parse_json_is_total(document: str | bytes) -> None:
+    """Any input at all: a value or a refusal, never an exception."""
+    parse_json(document, max_bytes=LIMIT)
