@@ -8,11 +8,10 @@ import enum
 import attrs
 
 from .effects import parse_notice_id
-from .errors import ErrorCode, Rejected
+from .errors import Rejected
 from .limits import DEFAULT_LIMITS, Limits
-from .outcome import reject
 from .records import DeliveryView, Exchange, Membership, NoticeKind, QuestionState, Team
-from .team import actor_of
+from .team import actor_of, may_read, visible_exchange
 
 
 @attrs.frozen
@@ -56,20 +55,10 @@ def inbox(team: Team, member: Membership, limits: Limits = DEFAULT_LIMITS) -> In
     return Inbox(questions, tuple(answered[: limits.recent_answers]))
 
 
-def visible_exchange(team: Team, viewer: Membership | None, question_id: str) -> Exchange | Rejected:
-    """An exchange the viewer may read: any for the owner, its own (asked or addressed) for a member."""
-    exchange = team.exchanges.get(question_id)
-    if exchange is None or (viewer is not None and viewer.id not in (exchange.from_, exchange.to)):
-        return reject(ErrorCode.NOT_FOUND, f"no question {question_id!r} of yours in team {team.id!r}")
-    return exchange
-
-
 def status(team: Team, viewer: Membership | None) -> tuple[Exchange, ...]:
     """Every exchange the viewer may read, oldest first."""
     exchanges = (team.exchanges[exchange_id] for exchange_id in team.exchange_order)
-    return tuple(
-        exchange for exchange in exchanges if viewer is None or viewer.id in (exchange.from_, exchange.to)
-    )
+    return tuple(exchange for exchange in exchanges if may_read(viewer, exchange))
 
 
 def incoming_for(team: Team, member_id: str) -> tuple[Exchange, ...]:
@@ -120,3 +109,19 @@ def delivery_view(team: Team, notice_id: str) -> DeliveryView | None:
     if exchange is None:
         return None
     return exchange.delivery if kind is NoticeKind.QUESTION else exchange.answer_delivery
+
+
+# visible_exchange is the reducer's own read rule (core/team.py), offered here with the other reads.
+__all__ = [
+    "Inbox",
+    "WaitDecision",
+    "WaitReason",
+    "decide_wait",
+    "delivery_view",
+    "inbox",
+    "incoming_for",
+    "reader",
+    "status",
+    "visible_exchange",
+    "waiter_for",
+]

@@ -189,6 +189,21 @@ def actor_of(team: Team, member_key: str | None) -> Membership | Rejected | None
     return _actor(team, member_key)
 
 
+def may_read(viewer: Membership | None, exchange: Exchange) -> bool:
+    """The owner reads every question; a member only the questions it asked or was asked."""
+    return viewer is None or viewer.id in (exchange.from_, exchange.to)
+
+
+def visible_exchange(team: Team, viewer: Membership | None, question_id: str) -> Exchange | Rejected:
+    """The question `question_id`, as `viewer` may name it to read, reply, cancel or follow up. One the
+    viewer may not read answers exactly as an id that does not exist, so a member learns neither that another
+    pair's question exists nor who asked whom."""
+    exchange = team.exchanges.get(question_id)
+    if exchange is None or not may_read(viewer, exchange):
+        return reject(E.NOT_FOUND, f"no question {question_id!r} of yours in team {team.id!r}")
+    return exchange
+
+
 def _actor(team: Team, member_key: str | None) -> Membership | Rejected | None:
     if member_key is None:
         return None
@@ -543,6 +558,7 @@ def _end_open_questions(team: Team, event: QuestionEvent, at: int) -> tuple[Team
 
 
 def _ask(team: Team, command: Ask, actor: Membership | None, limits: Limits) -> TeamOutcome:
+    viewer = actor
     if actor is not None and command.from_ is not None and command.from_ != actor.id:
         return reject(E.UNAUTHORIZED, "only the owner can ask on another member's behalf (--from)")
     if actor is None:
@@ -580,10 +596,10 @@ def _ask(team: Team, command: Ask, actor: Membership | None, limits: Limits) -> 
         return reject(E.BAD_REQUEST, "a member cannot ask itself")
     depth = 1
     if command.parent_id is not None:
-        parent = team.exchanges.get(command.parent_id)
-        if parent is None:
-            return reject(E.NOT_FOUND, f"no parent question {command.parent_id!r}")
-        if actor.id not in (parent.from_, parent.to):
+        parent = visible_exchange(team, viewer, command.parent_id)
+        if isinstance(parent, Rejected):
+            return parent
+        if actor.id not in (parent.from_, parent.to):  # the owner, asking for a member the parent left out
             return reject(E.BAD_REQUEST, f"parent {parent.id!r} does not involve {actor.name!r}")
         depth = parent.depth + 1
         if depth > limits.parent_chain:
@@ -660,9 +676,9 @@ def _end_question(team: Team, exchange: Exchange, event: QuestionEvent, at: int)
 
 
 def _reply(team: Team, command: Reply, actor: Membership | None, limits: Limits) -> TeamOutcome:
-    exchange = team.exchanges.get(command.question_id)
-    if exchange is None:
-        return reject(E.NOT_FOUND, f"no question {command.question_id!r} in team {team.id!r}")
+    exchange = visible_exchange(team, actor, command.question_id)
+    if isinstance(exchange, Rejected):
+        return exchange
     if actor is None:
         if command.member_id is None:
             return reject(E.BAD_REQUEST, "an owner reply must name the addressed member (memberId)")
@@ -718,9 +734,9 @@ def _reply(team: Team, command: Reply, actor: Membership | None, limits: Limits)
 
 
 def _cancel(team: Team, command: Cancel, actor: Membership | None, limits: Limits) -> TeamOutcome:
-    exchange = team.exchanges.get(command.question_id)
-    if exchange is None:
-        return reject(E.NOT_FOUND, f"no question {command.question_id!r} in team {team.id!r}")
+    exchange = visible_exchange(team, actor, command.question_id)
+    if isinstance(exchange, Rejected):
+        return exchange
     if actor is not None and actor.id != exchange.from_:
         return reject(
             E.WRONG_MEMBER, f"only the asker {exchange.from_!r} or the owner can cancel {exchange.id!r}"

@@ -137,7 +137,8 @@ def test_every_command_across_a_crash(daemon: Daemon, tmp_path: Path) -> None:
                    stdin="Which endpoint?"))["id"] == "q1"  # fmt: skip
     conflict = error(team(home, "ask", "bob", "Something else", "--id", "q1", key=alice), 1, "conflict")
     assert conflict["operationId"] == "q1"
-    error(team(home, "reply", "q1", "me!", key=carol), 1, "wrong_member")
+    error(team(home, "reply", "q1", "me!", key=alice), 1, "wrong_member")
+    error(team(home, "reply", "q1", "me!", key=carol), 1, "not_found")  # not carol's question to see
     ok(team(home, "ask", "bob", "Still there after a crash?", "--id", "q2", key=alice))
     ok(team(home, "ask", "carol", "Quick one", "--id", "q3", "--ttl", "2", key=alice))
     bound = error(team(home, "ask", "bob", "x" * 201, key=bob), 1, "bound_exceeded")

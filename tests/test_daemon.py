@@ -230,7 +230,8 @@ async def test_operation_ids_conflicts_wrong_member_and_late_answers(tmp_path: P
         assert first == {**again, "delivery": None}  # the same record; only the delivery view moved on
         conflict = await alice.error("ask", "t1", id="q1", to="bob", text="different")
         assert (conflict.code, conflict.operation_id) == ("conflict", "q1")
-        assert (await carol.error("reply", "t1", questionId="q1", text="me")).code == "wrong_member"
+        assert (await alice.error("reply", "t1", questionId="q1", text="me")).code == "wrong_member"
+        assert (await carol.error("reply", "t1", questionId="q1", text="me")).code == "not_found"  # not hers
         await bob("reply", "t1", questionId="q1", text="yes")
         assert (await bob("reply", "t1", questionId="q1", text="yes"))["answer"]["text"] == "yes"
         assert (await bob.error("reply", "t1", questionId="q1", text="no")).code == "conflict"

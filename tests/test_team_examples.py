@@ -82,7 +82,7 @@ def test_no_notify_means_no_continuation_notice(d: Driver) -> None:
 
 def test_only_the_addressee_answers(d: Driver) -> None:
     d.ask("q1", 1, 2)
-    d.fails(c.Reply(d.tick(), TEAM, "q1", "me!", member_key="key3"), E.WRONG_MEMBER)
+    d.fails(c.Reply(d.tick(), TEAM, "q1", "me!", member_key="key3"), E.NOT_FOUND)  # not its question to see
     d.fails(c.Reply(d.tick(), TEAM, "q1", "me!", member_key="key1"), E.WRONG_MEMBER)
     d.fails(c.Reply(d.tick(), TEAM, "q1", "for 3", member_id="mem3"), E.WRONG_MEMBER)
     d.fails(c.Reply(d.tick(), TEAM, "q1", "who?"), E.BAD_REQUEST)
@@ -216,7 +216,8 @@ def test_bad_requests(d: Driver) -> None:
     d.fails(c.Ask(d.tick(), TEAM, "q 1", "mem2", "x", member_key="key1"), E.BAD_REQUEST)
     d.fails(c.Ask(d.tick(), TEAM, "q1", "mem2", "   ", member_key="key1"), E.BAD_REQUEST)
     d.ask("q1", 2, 3)
-    d.fails(c.Ask(d.tick(), TEAM, "q2", "mem2", "x", parent_id="q1", member_key="key1"), E.BAD_REQUEST)
+    d.fails(c.Ask(d.tick(), TEAM, "q2", "mem2", "x", parent_id="q1", from_="mem1"), E.BAD_REQUEST)
+    d.fails(c.Ask(d.tick(), TEAM, "q2", "mem2", "x", parent_id="q1", member_key="key1"), E.NOT_FOUND)
 
 
 def test_parent_chain_is_bounded(d: Driver) -> None:
