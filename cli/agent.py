@@ -3,6 +3,11 @@
 # daemon (`agent_register`) so the desk can deliver to it. `list`/`show` add what the engine profile sees on
 # the pane right now, and `classify` reads a saved screen, which is how a profile is checked against a new
 # engine version. tmux and the profiles are imported inside the commands: `harness team` calls stay fast.
+#
+# team.v1: "ordinary terminal shells cannot be automatic answering members". A pane whose foreground program
+# is a plain shell is registered only `--inbox-only` (the daemon refuses it for pushed notices with
+# `plain_shell`), so `start` never defaults to the login shell for pushed notices: `--engine shell` and
+# `--engine scripted` need the agent program after `--`, and only `--inbox-only` starts the login shell.
 from __future__ import annotations
 
 import hashlib
@@ -27,13 +32,29 @@ app = typer.Typer(
 
 ENGINE_COMMANDS = {"claude": ["claude"], "codex": ["codex"], "gemini": ["gemini"]}
 MAX_SOCKET_PATH = 100  # AF_UNIX paths hold 108 bytes; a longer data directory gets a named socket instead
+STARTING_SECONDS = 3.0  # a one-word command runs as `$SHELL -c WORD` until that shell execs it
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document (errors too).")]
 HomeOpt = Annotated[
     str | None, typer.Option("--home", help="Data directory (default $HARNESS_HOME, else per user).")
 ]
 PortOpt = Annotated[int | None, typer.Option("--port", help="Daemon port (default: from daemon.json).")]
-EngineOpt = Annotated[str, typer.Option("--engine", help="claude, codex, gemini or shell.")]
+EngineOpt = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        help="claude, codex, gemini; shell (an agent program with a plain prompt that runs shell commands) "
+        "or scripted (a program that takes each line as a message).",
+    ),
+]
+InboxOnlyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--inbox-only",
+        help="Never paste notices into this pane; the member reads them with `harness team inbox`. "
+        "The only way a plain shell joins.",
+    ),
+]
 NameOpt = Annotated[str, typer.Option("--name", help="The agent's name on this machine.")]
 IdOpt = Annotated[str | None, typer.Option("--id", help="Agent id (default: the daemon draws one).")]
 
@@ -93,9 +114,37 @@ def _own_socket(home: Path) -> str:
     return "harness-" + hashlib.sha256(str(home).encode()).hexdigest()[:12]
 
 
-def _register(opts: Options, fields: dict[str, Any]) -> dict[str, Any]:
-    result: dict[str, Any] = call(opts, "agent_register", fields, team=False)
+def _register(opts: Options, fields: dict[str, Any], inbox_only: bool) -> dict[str, Any]:
+    result: dict[str, Any] = call(
+        opts, "agent_register", {**fields, **({"inboxOnly": True} if inbox_only else {})}, team=False
+    )
     return result
+
+
+def _command(opts: Options, engine: str, args: list[str], inbox_only: bool) -> list[str]:
+    if engine in ENGINE_COMMANDS:
+        return [*ENGINE_COMMANDS[engine], *args]
+    if args:
+        return args
+    if inbox_only:
+        return [os.environ.get("SHELL") or "bash"]
+    usage(
+        opts,
+        f"--engine {engine} runs the agent program given after `--`; a plain shell is never an automatic "
+        "answering member (team.v1), so the login shell starts only with --inbox-only",
+    )
+
+
+async def _program_started(socket: str, pane: str) -> None:
+    """Wait (briefly) until the pane's foreground is the program rather than the shell that execs it."""
+    import trio
+
+    from harness.io.profiles import is_plain_shell
+    from harness.io.tmux import pane_foreground
+
+    with trio.move_on_after(STARTING_SECONDS):
+        while is_plain_shell(await pane_foreground(socket, pane) or ""):
+            await trio.sleep(0.05)
 
 
 @app.command(context_settings={"allow_interspersed_args": False})
@@ -106,9 +155,12 @@ def start(
     cwd: Annotated[Path | None, typer.Option("--cwd", help="Working directory (default: this one).")] = None,
     args: Annotated[
         list[str] | None,
-        typer.Argument(metavar="[-- ARGS]", help="Extra engine arguments; for shell, the command to run."),
+        typer.Argument(
+            metavar="[-- ARGS]", help="Extra engine arguments; for shell and scripted, the program to run."
+        ),
     ] = None,
     agent_id: IdOpt = None,
+    inbox_only: InboxOnlyOpt = False,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
     port: PortOpt = None,
@@ -123,10 +175,7 @@ def start(
     directory = (cwd or Path.cwd()).expanduser().absolute()
     if not directory.is_dir():
         usage(opts, f"--cwd {directory} is not a directory")
-    if engine == "shell":
-        command = list(args or []) or [os.environ.get("SHELL") or "bash"]
-    else:
-        command = [*ENGINE_COMMANDS[engine], *(args or [])]
+    command = _command(opts, engine, list(args or []), inbox_only)
     if shutil.which(command[0]) is None and not Path(command[0]).exists():
         usage(opts, f"{command[0]!r} is not installed here (not on PATH)")
     if shutil.which("tmux") is None:
@@ -138,6 +187,8 @@ def start(
         pane = trio.run(lambda: new_session(socket, session, command, cwd=str(directory)))
     except TmuxError as error:
         fail(opts, output.PROTOCOL_ERROR, "conflict", f"cannot start the tmux session {session}: {error}")
+    if not inbox_only:
+        trio.run(_program_started, socket, pane)
     fields = {
         "name": name,
         "engine": engine,
@@ -147,7 +198,7 @@ def start(
         **({"agentId": agent_id} if agent_id else {}),
     }
     try:
-        entry = _register(opts, fields)
+        entry = _register(opts, fields, inbox_only)
     except SystemExit:  # not registered: do not leave an unreachable engine running
         trio.run(ProcessRunner(socket).run, "kill-session", "-t", pane)
         raise
@@ -169,6 +220,7 @@ def attach(
         typer.Option("--socket", help="tmux server: a name (-L) or a socket path (-S); default: this one."),
     ] = None,
     agent_id: IdOpt = None,
+    inbox_only: InboxOnlyOpt = False,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
     port: PortOpt = None,
@@ -176,11 +228,16 @@ def attach(
     """Register an existing tmux pane that runs an engine (it is never killed by harness)."""
     import trio
 
+    from harness.io.agents import control_character
     from harness.io.tmux import ProcessRunner, TmuxError
 
     opts = _opts(json_out, home, port)
     _engine(opts, engine)
     server = socket or (os.environ.get("TMUX", "").split(",")[0] or "default")
+    for option, value in (("--tmux", tmux), ("--socket", server)):
+        control = control_character(value)
+        if control is not None:
+            usage(opts, f"{option} holds the control character {control}; tmux targets and sockets are text")
     try:
         found = trio.run(ProcessRunner(server).run, "display-message", "-p", "-t", tmux, "#{pane_id}")
         trio.run(
@@ -195,32 +252,28 @@ def attach(
         "startedBy": "attached",
         **({"agentId": agent_id} if agent_id else {}),
     }
-    show(opts, _register(opts, fields), output.show_mapping)
+    show(opts, _register(opts, fields, inbox_only), output.show_mapping)
 
 
 # --- list and show ------------------------------------------------------------------------------------------
 
 
 def _observe(entry: dict[str, Any]) -> Observation:
+    """What the desk would see on the agent's pane now (inbox-only and plain-shell panes read offline)."""
     import trio
 
-    from harness.io.profiles import Observation, classify
-    from harness.io.terminal_port import ScreenState
-    from harness.io.tmux import ProcessRunner, TmuxError, capture, pane_info
+    from harness.io.tmux import AgentTerminal, ProcessRunner, look
 
     pane = entry.get("tmux") or {}
-
-    async def look() -> Observation:
-        runner = ProcessRunner(str(pane.get("socket")))
-        target = str(pane.get("target"))
-        try:
-            raw = await capture(runner, target)
-            info = await pane_info(runner, target)
-        except TmuxError as error:
-            return Observation(ScreenState.OFFLINE, False, False, False, (f"no pane: {error}",))
-        return classify(str(entry.get("engine")), raw, info)
-
-    return trio.run(look)
+    socket = str(pane.get("socket"))
+    terminal = AgentTerminal(
+        str(entry.get("agentId")),
+        str(entry.get("engine")),
+        socket,
+        str(pane.get("target")),
+        inbox_only=entry.get("inboxOnly") is True,
+    )
+    return trio.run(lambda: look(ProcessRunner(socket), terminal)).observation
 
 
 def _with_observation(entry: dict[str, Any]) -> dict[str, Any]:
@@ -231,9 +284,10 @@ def _show_agents(result: dict[str, Any]) -> None:
     for agent in result["agents"]:
         observation = agent["observation"]
         pane = agent.get("tmux") or {}
+        inbox = "  inbox-only" if agent.get("inboxOnly") is True else ""
         print(
             f"{agent.get('agentId')}  {agent.get('name')}  {agent.get('engine')}  "
-            f"{pane.get('target')}@{pane.get('socket')}  {observation['state']}"
+            f"{pane.get('target')}@{pane.get('socket')}  {observation['state']}{inbox}"
         )
     if not result["agents"]:
         print("no agents registered on this machine")

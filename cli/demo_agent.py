@@ -1,9 +1,9 @@
-# A scripted, model-free stand-in for a coding agent, for `harness demo`: it runs in a tmux pane, shows a
-# prompt (`NAME> `, which the generic `shell` profile reads), takes the daemon's notices the way a real agent
-# TUI does (one bracketed paste, then Enter), and acts on them with the same shell commands a real agent
-# would run: it learns its team commands from the introduction, asks its scripted question, answers a
-# question with `reply`, and continues when the answer arrives. Standard library only, plus the `harness`
-# command it runs.
+# A scripted, model-free stand-in for a coding agent, for `harness demo`: a Python program in a tmux pane (its
+# foreground is never a shell, which the desk never writes to) that shows a prompt (`NAME> `, which the
+# generic prompt profile of engine `scripted` reads), takes the daemon's notices the way a real agent TUI does
+# (one bracketed paste, then Enter), and acts on them with the same shell commands a real agent would run: it
+# learns its team commands from the introduction, asks its scripted question, answers a question with
+# `reply`, and continues when the answer arrives. Standard library only, plus the `harness` command it runs.
 from __future__ import annotations
 
 import argparse

@@ -2,12 +2,17 @@
 # (machineId, agentId); this is where an agentId becomes a tmux pane the desk runner can look at and write
 # to. It is small (a few dozen agents), so it is one JSON file replaced atomically (temp, fsync, rename,
 # fsync directory), mode 0600, written only by the daemon. A damaged file is kept as it is and reported.
+#
+# Registration is where the trust rule of team.v1 is first applied: "ordinary terminal shells cannot be
+# automatic answering members". A pane whose foreground program is a plain shell would run a pasted notice
+# as commands, so it may join only as inbox-only (never written to; it reads with `harness team inbox`).
+# The desk's tmux adapter checks the foreground again before every paste (a program may exit to its shell).
 from __future__ import annotations
 
 import enum
 import json
 import secrets
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +21,10 @@ import trio
 
 from harness.core.codec import from_json, to_json
 from harness.core.errors import ErrorCode, Rejected
+from harness.core.terminal_text import is_terminal_safe
 from harness.io import home as homes
+from harness.io.profiles import is_plain_shell
+from harness.io.tmux import AgentTerminal, pane_foreground
 
 REGISTRY_FILE = "agents.json"
 FORMAT_VERSION = 1
@@ -29,7 +37,14 @@ class Engine(enum.StrEnum):
     CLAUDE = "claude"
     CODEX = "codex"
     GEMINI = "gemini"
-    SHELL = "shell"
+    SHELL = "shell"  # an agent program that runs shell commands and shows a plain prompt (never a shell)
+    SCRIPTED = "scripted"  # a program that takes each submitted line as one message (demo agent, test TUIs)
+
+
+class Refusal(enum.StrEnum):
+    """Registry refusals that name a trust rule (the other errors use the protocol's codes)."""
+
+    PLAIN_SHELL = "plain_shell"  # team.v1: ordinary terminal shells cannot be automatic answering members
 
 
 class StartedBy(enum.StrEnum):
@@ -52,12 +67,15 @@ class AgentEntry:
     cwd: str | None
     started_by: StartedBy
     created_at: int
+    # Never written to: the member reads its notices with `harness team inbox` (the only way a plain shell
+    # joins). Absent from registries written before inbox-only members existed, which then still load.
+    inbox_only: bool = False
 
 
 class AgentError(Exception):
     """A registry request the daemon answers with an error frame."""
 
-    def __init__(self, code: ErrorCode, detail: str, bound: str | None = None) -> None:
+    def __init__(self, code: ErrorCode | Refusal, detail: str, bound: str | None = None) -> None:
         super().__init__(f"{code}: {detail}")
         self.code = code
         self.detail = detail
@@ -78,12 +96,17 @@ class AgentRegistry:
     durable before they return. `entries()` is what a Terminals implementation consults, live."""
 
     def __init__(
-        self, path: Path, entries: Mapping[str, AgentEntry] | None = None, unavailable: str | None = None
+        self,
+        path: Path,
+        entries: Mapping[str, AgentEntry] | None = None,
+        unavailable: str | None = None,
+        foreground: Callable[[str, str], Awaitable[str | None]] = pane_foreground,
     ) -> None:
         self.path = path
         self.unavailable = unavailable
         self._entries = dict(entries or {})
         self._lock = trio.Lock()
+        self._foreground = foreground  # (socket, target) -> the pane's foreground program, None if unseen
 
     @classmethod
     def load(cls, home: Path) -> AgentRegistry:
@@ -113,6 +136,19 @@ class AgentRegistry:
         """Every registered agent, oldest first (empty while the file is damaged)."""
         return tuple(sorted(self._entries.values(), key=lambda entry: (entry.created_at, entry.agent_id)))
 
+    def terminals(self) -> tuple[AgentTerminal, ...]:
+        """The entries as the desk's tmux Terminals read them, live."""
+        return tuple(
+            AgentTerminal(
+                entry.agent_id,
+                entry.engine.value,
+                entry.tmux.socket,
+                entry.tmux.target,
+                inbox_only=entry.inbox_only,
+            )
+            for entry in self.entries()
+        )
+
     def show(self, ref: str) -> AgentEntry:
         """The agent with this id, or else the one agent with this name."""
         self._check()
@@ -141,6 +177,7 @@ class AgentRegistry:
         if isinstance(entry, Rejected):
             raise AgentError(ErrorCode.BAD_REQUEST, f"agent_register: {entry.detail}")
         _check_sizes(entry, id_chars, name_chars)
+        _check_characters(entry)
         async with self._lock:
             existing = self._entries.get(entry.agent_id)
             if existing is not None:
@@ -149,8 +186,17 @@ class AgentRegistry:
                 raise AgentError(ErrorCode.CONFLICT, f"agent {entry.agent_id!r} is registered differently")
             if len(self._entries) >= MAX_AGENTS:
                 raise AgentError(ErrorCode.BOUND_EXCEEDED, f"this machine has {MAX_AGENTS} agents", "agents")
+            if not entry.inbox_only:
+                await self._refuse_plain_shell(entry.tmux)
             await self._save({**self._entries, entry.agent_id: entry})
         return entry
+
+    async def _refuse_plain_shell(self, pane: TmuxPane) -> None:
+        """A pane that cannot be seen now is registered (it reads offline until it can be, and every paste
+        checks its foreground first); one that runs a plain shell is refused for pushed notices."""
+        command = await self._foreground(pane.socket, pane.target)
+        if command is not None and is_plain_shell(command):
+            raise AgentError(Refusal.PLAIN_SHELL, _plain_shell_refusal(pane.target, command))
 
     async def remove(self, ref: str) -> AgentEntry:
         entry = self.show(ref)
@@ -166,6 +212,39 @@ class AgentRegistry:
         data = {"version": FORMAT_VERSION, "agents": [entry_view(entry) for entry in entries.values()]}
         await trio.to_thread.run_sync(homes.write_private_json, self.path, data)
         self._entries = entries  # only once it is on disk
+
+
+def _plain_shell_refusal(target: str, command: str) -> str:
+    return (
+        f"the pane {target} runs {command}, an ordinary terminal shell, where a pasted notice would run as "
+        "commands (team.v1: ordinary terminal shells cannot be automatic answering members); run the agent "
+        "program in it, or register it inbox-only (--inbox-only) to read notices with `harness team inbox`"
+    )
+
+
+def control_character(value: str) -> str | None:
+    """The first character of `value` a terminal would not print as itself (C0 and C1 controls, DEL, bidi
+    and other format characters: core.terminal_text's definition), as U+XXXX; None for plain text. A newline
+    would end a tmux control-mode command and start another; any of them in a name, a path or a pane target
+    would reach a terminal or tmux's command parser as something other than text."""
+    if is_terminal_safe(value, line_breaks=False):
+        return None
+    found = next(char for char in value if not is_terminal_safe(char, line_breaks=False))
+    return f"U+{ord(found):04X}"
+
+
+def _check_characters(entry: AgentEntry) -> None:
+    for what, value in (
+        ("agentId", entry.agent_id),
+        ("name", entry.name),
+        ("tmux.socket", entry.tmux.socket),
+        ("tmux.target", entry.tmux.target),
+        ("cwd", entry.cwd or ""),
+    ):
+        found = control_character(value)
+        if found is not None:
+            detail = f"agent_register: {what} holds the control character {found}; names, paths and tmux "
+            raise AgentError(ErrorCode.BAD_REQUEST, detail + "targets must be plain text")
 
 
 def _check_sizes(entry: AgentEntry, id_chars: int, name_chars: int) -> None:

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -210,7 +211,21 @@ COMMON_DIALOGS = (
     "Apply this change?",
     "Press enter to confirm or esc to cancel",
 )
-SHELLS = frozenset({"bash", "sh", "zsh", "fish", "dash", "ksh", "tcsh", "csh"})
+# Ordinary terminal shells (and the remote logins that hand a shell their input), as tmux names a pane's
+# foreground program (#{pane_current_command}: argv[0]'s base name, a login shell's leading '-' removed).
+# team.v1: "Ordinary terminal shells cannot be automatic answering members", so nothing is ever pasted into
+# a pane while one of these is its foreground program: pasted text would run as commands.
+SHELLS = frozenset(
+    {"bash", "sh", "zsh", "fish", "dash", "ksh", "tcsh", "csh", "ash", "mksh", "oksh", "rbash", "yash"}
+    | {"busybox", "elvish", "nu", "pwsh", "xonsh", "ssh", "mosh-client", "telnet"}
+)
+
+
+def is_plain_shell(command: str) -> bool:
+    """Whether a pane's foreground program is an ordinary terminal shell: one of SHELLS, or whatever this
+    user's login shell ($SHELL) is called."""
+    login = os.path.basename(os.environ.get("SHELL", "")).lstrip("-")
+    return command in SHELLS or (bool(login) and command == login)
 
 
 def _clip(text: str, width: int = 160) -> str:
@@ -433,19 +448,22 @@ GEMINI = Profile(
     finished=re.compile(r"^✦ "),
 )
 
-# --- a generic shell-capable agent (a shell, a REPL, the demo agent) ----------------------------------------
+# --- a generic prompt: a shell-capable agent program (`shell`) or a scripted line reader (`scripted`) ------
+# Both show a `$`/`%`/`#`/`>` prompt on their last line. The same reading also describes a bash pane (the
+# captured fixtures are bash), which is how an inbox-only shell member is shown; a plain shell is never
+# written to whatever its screen says (io/tmux.py checks the pane's foreground program before every paste).
 
 _PROMPT = re.compile(r"^(\S*[$#%>\u276f]) ?(.*)$")
 _QUESTION = re.compile(r"\[y/N\]|\[Y/n\]|\(y/n\)|\(yes/no\)|[Pp]assword[^:]*:\s*$")
 
 
-def _shell_composer(capture: Capture, pane: PaneInfo | None) -> Composer | None:
+def _prompt_composer(capture: Capture, pane: PaneInfo | None) -> Composer | None:
     """The prompt on the last line; or, while the shell itself is in the foreground (so nothing runs), the
     last prompt with the lines of a multi-line draft under it."""
     nonblank = _nonblank(capture)
     if not nonblank or _QUESTION.search(capture.lines[nonblank[-1]].text):
         return None
-    candidates = nonblank[-1:] if pane is None or pane.command not in SHELLS else nonblank[::-1][:30]
+    candidates = nonblank[-1:] if pane is None or not is_plain_shell(pane.command) else nonblank[::-1][:30]
     for index in candidates:
         match = _PROMPT.match(capture.lines[index].text)
         if match is None:
@@ -456,30 +474,38 @@ def _shell_composer(capture: Capture, pane: PaneInfo | None) -> Composer | None:
     return None
 
 
-def _shell_busy(capture: Capture, composer: Composer | None) -> list[str]:
+def _prompt_busy(capture: Capture, composer: Composer | None) -> list[str]:
     nonblank = _nonblank(capture)
     if composer is None and nonblank and not _QUESTION.search(capture.lines[nonblank[-1]].text):
         return [f"no prompt on the last line: {_clip(capture.lines[nonblank[-1]].text)}"]
     return []
 
 
-def _shell_dialog(capture: Capture, composer: Composer | None) -> list[str]:
+def _prompt_dialog(capture: Capture, composer: Composer | None) -> list[str]:
     nonblank = _nonblank(capture)
     if nonblank and _QUESTION.search(capture.lines[nonblank[-1]].text):
         return [_clip(capture.lines[nonblank[-1]].text)]
     return []
 
 
-SHELL = Profile(
-    name="shell",
-    composer=_shell_composer,
-    busy=_shell_busy,
-    dialog=_shell_dialog,
+PROMPT = Profile(
+    name="prompt",
+    composer=_prompt_composer,
+    busy=_prompt_busy,
+    dialog=_prompt_dialog,
     finished=_PROMPT,
     needs_shell_check=False,
 )
 
-PROFILES: dict[str, Profile] = {p.name: p for p in (CLAUDE, CODEX, GEMINI, SHELL)}
+# Engine name -> profile. `shell` is an agent program that runs shell commands and shows a plain prompt;
+# `scripted` is a program that takes each submitted line as one message (the demo agent, the test TUIs).
+PROFILES: dict[str, Profile] = {
+    "claude": CLAUDE,
+    "codex": CODEX,
+    "gemini": GEMINI,
+    "shell": PROMPT,
+    "scripted": PROMPT,
+}
 ENGINES = tuple(PROFILES)
 
 # --- the decision -------------------------------------------------------------------------------------------
@@ -503,7 +529,7 @@ def classify_capture(profile: Profile, capture: Capture, pane: PaneInfo | None =
     composer = profile.composer(capture, pane)
     cursor = None if pane is None else pane.cursor_y
     if (
-        profile is SHELL
+        profile is PROMPT
         and composer is not None
         and cursor is not None
         and cursor > _row(capture, composer, pane)
@@ -559,7 +585,7 @@ def _offline(profile: Profile, capture: Capture, pane: PaneInfo | None) -> list[
         nonblank = _nonblank(capture)
         if nonblank and SHELL_PROMPT.search(capture.lines[nonblank[-1]].text):
             found.append(f"a shell prompt where the engine was: {_clip(capture.lines[nonblank[-1]].text)}")
-        if pane is not None and pane.command in SHELLS:
+        if pane is not None and is_plain_shell(pane.command):
             found.append(f"the pane runs {pane.command}")
     return found
 
@@ -604,4 +630,5 @@ def turn_shows(engine: str, raw: str, text: str) -> bool:
     if observation.state in (ScreenState.BUSY, ScreenState.DIALOG):
         return True
     after = capture.texts[hits[-1] + 1 : len(capture.lines)]
-    return any(profile.finished.search(line) for line in after) or (profile is SHELL and composer is not None)
+    finished = any(profile.finished.search(line) for line in after)
+    return finished or (profile is PROMPT and composer is not None)

@@ -7,7 +7,10 @@
 # `TmuxTerminals` implements the desk runner's `Terminals` port on top: capture + engine profile = a Screen;
 # a write rechecks idle right before it pastes, pastes once (load-buffer + bracketed paste-buffer), presses
 # Enter once as its own key, and confirms the submit from the screen. It never sends interrupt or cancel keys
-# and never clears, edits or submits a draft that is not exactly its own notice.
+# and never clears, edits or submits a draft that is not exactly its own notice. Every look also asks tmux for
+# the pane's foreground program: while that is a plain shell the pane reads offline, so no paste and no Enter
+# reaches it (an agent program may exit back to its shell after registration); an inbox-only agent is never
+# looked at or written to.
 from __future__ import annotations
 
 import contextlib
@@ -17,24 +20,27 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, Self
 
 import attrs
 import trio
 
 from harness.core.terminal_text import is_terminal_safe
-from harness.io.agents import AgentRegistry
 from harness.io.profiles import (
     Observation,
     PaneInfo,
     classify,
     draft_is,
+    is_plain_shell,
     needle,
     parse_capture,
     squash,
     turn_shows,
 )
 from harness.io.terminal_port import Screen, ScreenState, WriteOutcome
+
+if TYPE_CHECKING:  # the registry asks this module about panes; this module only reads its entries
+    from harness.io.agents import AgentRegistry
 
 TMUX = "tmux"
 PANE_FORMAT = "#{pane_id} #{pane_dead} #{pane_pid} #{cursor_y} #{pane_width} #{pane_current_command}"
@@ -253,6 +259,16 @@ async def pane_info(runner: Runner, target: str) -> PaneInfo:
     )
 
 
+async def pane_foreground(socket: str, target: str) -> str | None:
+    """The program in the pane's foreground (#{pane_current_command}), or None when the pane cannot be seen
+    (no such server or pane, or a dead one)."""
+    try:
+        pane = await pane_info(ProcessRunner(socket), target)
+    except TmuxError:
+        return None
+    return None if pane.dead else pane.command
+
+
 async def capture(runner: Runner, target: str, *, history: int = 0) -> str:
     """The pane's screen (plus `history` lines of scrollback) with colour codes, wrapped lines joined."""
     extra = ["-S", str(-history)] if history else []
@@ -302,6 +318,10 @@ class AgentTerminal:
     engine: str
     socket: str
     target: str
+    inbox_only: bool = False  # registered `inboxOnly`: never looked at for writing, never written to
+
+
+INBOX_ONLY = "inbox-only: never written to; it reads its notices with `harness team inbox`"
 
 
 @attrs.frozen
@@ -313,9 +333,29 @@ class WriteTiming:
 
 
 @attrs.frozen
-class _Look:
+class Look:
     observation: Observation
     raw: str
+
+
+def _offline(why: str, raw: str = "") -> Look:
+    return Look(Observation(ScreenState.OFFLINE, False, False, False, (why,)), raw)
+
+
+async def look(runner: Runner, terminal: AgentTerminal, *, history: int = 0) -> Look:
+    """What the agent's pane shows, as its engine profile reads it; offline when it is inbox-only, gone, or
+    has a plain shell in its foreground (whatever the screen looks like, a shell is never written to)."""
+    if terminal.inbox_only:
+        return _offline(INBOX_ONLY)
+    try:
+        raw = await capture(runner, terminal.target, history=history)  # fails when the pane is gone
+        pane = await pane_info(runner, terminal.target)
+    except TmuxError as error:
+        return _offline(f"no pane: {error}")
+    if not pane.dead and is_plain_shell(pane.command):
+        why = f"plain shell: the pane's foreground program is {pane.command}; nothing is pasted into a shell"
+        return _offline(why, raw)
+    return Look(classify(terminal.engine, raw, pane), raw)
 
 
 class TmuxTerminals:
@@ -340,14 +380,10 @@ class TmuxTerminals:
         self._settled: set[str] = set()
 
     @classmethod
-    def from_registry(cls, registry: AgentRegistry) -> TmuxTerminals:
+    def from_registry(cls, registry: AgentRegistry) -> Self:
         """Terminals over the daemon's agent registry, read live (what `Daemon(terminals=...)` takes)."""
 
-        def source() -> Iterable[AgentTerminal]:
-            for entry in registry.entries():
-                yield AgentTerminal(entry.agent_id, entry.engine.value, entry.tmux.socket, entry.tmux.target)
-
-        return cls(source)
+        return cls(registry.terminals)
 
     def _entry(self, agent_id: str) -> AgentTerminal | None:
         return next((entry for entry in self._source() if entry.agent_id == agent_id), None)
@@ -365,17 +401,10 @@ class TmuxTerminals:
         for runner in runners.values():
             await runner.aclose()
 
-    async def _look(self, entry: AgentTerminal, history: int = 0) -> _Look:
-        runner = self._runner(entry.socket)
-        try:
-            raw = await capture(runner, entry.target, history=history)  # fails when the pane is gone
-            pane = await pane_info(runner, entry.target)
-        except TmuxError as error:
-            gone = Observation(ScreenState.OFFLINE, False, False, False, (f"no pane: {error}",))
-            return _Look(gone, "")
-        return _Look(classify(entry.engine, raw, pane), raw)
+    async def _look(self, entry: AgentTerminal, history: int = 0) -> Look:
+        return await look(self._runner(entry.socket), entry, history=history)
 
-    def _settle(self, agent_id: str, look: _Look) -> Observation:
+    def _settle(self, agent_id: str, look: Look) -> Observation:
         """A fresh agent's idle reads `starting` until its screen stayed unchanged for `settle` seconds."""
         observation = look.observation
         if observation.state is ScreenState.OFFLINE:
@@ -450,9 +479,9 @@ class TmuxTerminals:
     async def _until(
         self,
         entry: AgentTerminal,
-        done: Callable[[_Look], bool],
+        done: Callable[[Look], bool],
         seconds: float,
-        stop: Callable[[_Look], bool] | None = None,
+        stop: Callable[[Look], bool] | None = None,
     ) -> bool:
         deadline = trio.current_time() + seconds
         while True:
@@ -475,7 +504,7 @@ def _plain(raw: str) -> str:
     return "\n".join(parse_capture(raw).texts)
 
 
-def _spoiled(look: _Look, text: str) -> bool:
+def _spoiled(look: Look, text: str) -> bool:
     """No point waiting for the paste to show: a dialog opened, the pane died, or the prompt holds our text
     mixed with someone else's."""
     observation = look.observation
@@ -485,12 +514,12 @@ def _spoiled(look: _Look, text: str) -> bool:
     return squash(text) in prompt and prompt != squash(text)
 
 
-def _holds(look: _Look, text: str) -> bool:
+def _holds(look: Look, text: str) -> bool:
     """The prompt holds exactly our text, nothing runs and no dialog shows."""
     return look.observation.state is ScreenState.DRAFT and draft_is(look.observation, text)
 
 
-def _submitted(look: _Look, text: str) -> bool:
+def _submitted(look: Look, text: str) -> bool:
     """Our draft left the prompt: the composer is empty again, or a turn runs (or asks for permission) with
     our text above in the transcript. A prompt holding something else is no proof (a mention popup may have
     taken the Enter and changed the draft)."""

@@ -14,7 +14,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.io.profiles import ENGINES, PaneInfo, classify, draft_is, turn_shows
+from harness.io.profiles import (
+    ENGINES,
+    PROFILES,
+    PaneInfo,
+    classify,
+    draft_is,
+    is_plain_shell,
+    profile_for,
+    turn_shows,
+)
 from harness.io.terminal_port import ScreenState
 
 SCREENS = Path(__file__).parent / "fixtures" / "screens"
@@ -47,7 +56,9 @@ def _pane(data: dict[str, Any] | None) -> PaneInfo | None:
 def test_every_fixture_is_in_the_manifest() -> None:
     files = {str(p.relative_to(SCREENS)) for p in SCREENS.rglob("*.txt")}
     assert files == set(MANIFEST)
-    assert {entry["engine"] for entry in MANIFEST.values()} == set(ENGINES)
+    assert {entry["engine"] for entry in MANIFEST.values()} <= set(ENGINES)
+    covered = {profile_for(entry["engine"]).name for entry in MANIFEST.values()}
+    assert covered == {profile.name for profile in PROFILES.values()}  # every profile has real captures
 
 
 @pytest.mark.parametrize("name", sorted(MANIFEST))
@@ -257,16 +268,30 @@ def test_gemini_trust_dialog() -> None:
     assert classify("gemini", screen).state is DIALOG
 
 
-# --- shell --------------------------------------------------------------------------------------------------
+# --- the generic prompt: shell-capable agent programs and scripted agents ----------------------------------
 
 
-def test_shell_prompt_states() -> None:
-    assert classify("shell", "agent$ ls\nfile\nagent$ ").state is IDLE
-    assert classify("shell", "agent$ echo typed").state is DRAFT
-    assert classify("shell", "agent$ make\ncompiling...").state is BUSY
-    assert classify("shell", "Overwrite? [y/N] ").state is DIALOG
+@pytest.mark.parametrize("engine", ["shell", "scripted"])
+def test_prompt_states(engine: str) -> None:
+    assert classify(engine, "agent$ ls\nfile\nagent$ ").state is IDLE
+    assert classify(engine, "bob> ").state is IDLE  # the demo agent's prompt
+    assert classify(engine, "agent$ echo typed").state is DRAFT
+    assert classify(engine, "agent$ make\ncompiling...").state is BUSY
+    assert classify(engine, "Overwrite? [y/N] ").state is DIALOG
     running = PaneInfo(command="sleep", cursor_y=1)
-    assert classify("shell", "agent$ sleep 9", running).state is BUSY
+    assert classify(engine, "agent$ sleep 9", running).state is BUSY
+
+
+def test_plain_shells_are_named_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """team.v1: "Ordinary terminal shells cannot be automatic answering members": which foreground programs
+    count as one (tmux's #{pane_current_command}), the user's login shell included whatever it is called."""
+    monkeypatch.setenv("SHELL", "/opt/bin/oil")
+    for shell in ("bash", "zsh", "sh", "dash", "fish", "ksh", "tcsh", "csh", "oil", "ssh"):
+        assert is_plain_shell(shell), shell
+    for program in ("claude", "codex", "node", "python3", "gemini", "vim", ""):
+        assert not is_plain_shell(program), program
+    monkeypatch.delenv("SHELL")
+    assert not is_plain_shell("oil") and not is_plain_shell("")
 
 
 def test_shell_multi_line_draft_while_the_shell_reads() -> None:

@@ -287,28 +287,51 @@ async def test_never_an_interrupt_or_cancel_key(tui: Pane) -> None:
     assert keys <= {None, "Enter"}
 
 
-# --- a real shell as the generic shell-capable agent --------------------------------------------------------
+# --- a plain shell is never written to; a scripted agent is ------------------------------------------------
 
 
-async def test_writing_into_bash(server: str, tmp_path: Path) -> None:
+async def test_finding1_a_bash_pane_is_never_written_to(server: str, tmp_path: Path) -> None:
+    """team.v1: "Ordinary terminal shells cannot be automatic answering members." Whatever engine a bash pane
+    was registered as (`shell` reads its `agent$ ` prompt as an empty composer), the pane reads offline and a
+    write sends nothing: the foreground program is checked at every look, the write's own recheck included."""
     rc = tmp_path / "rc"
     rc.write_text("PS1='agent$ '\n")
     pane = await _start(server, tmp_path, ["bash", "--noprofile", "--rcfile", str(rc), "-i"], "shell", FAST)
+    try:
+        with trio.fail_after(DEADLINE):
+            while "agent$" not in await capture(ProcessRunner(server), pane.target):
+                await trio.sleep(0.02)
+        before = await capture(ProcessRunner(server), pane.target)
+        with trio.fail_after(DEADLINE):  # past the settle time in which any fresh pane reads `starting`
+            while (screen := await pane.terminals.observe("a")).state is ScreenState.STARTING:
+                await trio.sleep(0.02)
+        assert screen.state is ScreenState.OFFLINE and "foreground program is bash" in screen.evidence[0]
+        assert await pane.terminals.write("a", "please check the build; touch pwned") is WriteOutcome.FAILED
+        assert await capture(ProcessRunner(server), pane.target) == before  # not one byte was typed
+        assert not (tmp_path / "pwned").exists()
+    finally:
+        await pane.terminals.aclose()
+
+
+async def test_writing_into_a_scripted_agent(server: str, tmp_path: Path) -> None:
+    """The demo agent, registered as `scripted` (a program that takes each line as a message): the generic
+    prompt profile reads its `NAME> ` prompt, a person's draft is never touched, and a write is submitted."""
+    agent = [sys.executable, "-m", "harness.cli.demo_agent", "--name", "bob"]
+    pane = await _start(server, tmp_path, agent, "scripted", FAST)
     run = ProcessRunner(server)
     try:
         await pane.until(ScreenState.IDLE)
-        await run.run("send-keys", "-t", pane.target, "-l", "echo typed by a person")
+        await run.run("send-keys", "-t", pane.target, "-l", "typed by a person")
         await pane.until(ScreenState.DRAFT)
-        assert await pane.terminals.write("a", "echo never") is WriteOutcome.FAILED
-        await run.run("send-keys", "-t", pane.target, "C-u")  # the test, as the person, clears its own draft
+        assert await pane.terminals.write("a", "never") is WriteOutcome.FAILED
+        await run.run("send-keys", "-t", pane.target, "Enter")  # the person sends their own draft
         await pane.until(ScreenState.IDLE)
-        assert await pane.terminals.write("a", "sleep 1; echo done-$((6*7))") is WriteOutcome.OK
-        await pane.until(ScreenState.BUSY)
+        assert await pane.terminals.write("a", "first notice") is WriteOutcome.OK
         await pane.until(ScreenState.IDLE)
-        assert "done-42" in (await pane.terminals.observe("a")).text
-        assert await pane.terminals.write("a", "echo two\necho lines") is WriteOutcome.OK
+        assert await pane.terminals.write("a", "two\nlines") is WriteOutcome.OK
         await pane.until(ScreenState.IDLE)
-        assert "lines" in (await pane.terminals.observe("a")).text.split("echo lines")[-1]
+        shown = (await pane.terminals.observe("a")).text
+        assert shown.count("(nothing to do with that)") == 3 and "bob> two lines" in shown
     finally:
         await pane.terminals.aclose()
 
@@ -349,71 +372,52 @@ async def _cli(command: str, *args: str) -> tuple[int, Any]:
     return done.returncode, json.loads(done.stdout) if done.stdout.strip() else done.stderr.decode()
 
 
-async def test_agent_start_attach_list_show(server: str, tmp_path: Path) -> None:
+async def test_agent_start_attach_list_show(
+    server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from tests.test_daemon import running
 
+    monkeypatch.setenv("SHELL", "/bin/bash")  # the login shell `start --inbox-only` runs
     home = tmp_path / "home"
-    await new_session(server, "mine", ["bash", "--noprofile", "--norc", "-i"], config="/dev/null")
+    agent = [sys.executable, "-m", "harness.cli.demo_agent", "--name"]
+    await new_session(server, "mine", [*agent, "att"], config="/dev/null")
+    await new_session(server, "sh", ["bash", "--noprofile", "--norc", "-i"], config="/dev/null")
+    common = ["--home", str(home)]
     async with running(home):
         code, started = await _cli(
-            "start",
-            "--engine",
-            "shell",
-            "--name",
-            "sh1",
-            "--home",
-            str(home),
-            "--",
-            "bash",
-            "--noprofile",
-            "--norc",
-            "-i",
+            "start", "--engine", "scripted", "--name", "sh1", *common, "--", *agent, "sh1"
         )
         assert code == 0, started
         own = started["tmux"]["socket"]
         try:
-            assert (started["name"], started["engine"], started["startedBy"]) == ("sh1", "shell", "daemon")
-            assert started["tmux"]["target"].startswith("%")
+            assert (started["name"], started["engine"], started["startedBy"]) == ("sh1", "scripted", "daemon")
+            assert started["tmux"]["target"].startswith("%") and started["inboxOnly"] is False
+            # No program: a plain shell is never started for pushed notices, only as an inbox-only member.
+            code, refused = await _cli("start", "--engine", "shell", "--name", "nosh", *common)
+            assert code == 2 and refused["error"] == "bad_request" and "--inbox-only" in refused["detail"]
+            code, inbox = await _cli("start", "--engine", "shell", "--name", "ibx", "--inbox-only", *common)
+            assert code == 0 and inbox["inboxOnly"] is True, inbox
+            attach = ["attach", "--socket", server, *common]
             code, attached = await _cli(
-                "attach",
-                "--tmux",
-                "mine:0.0",
-                "--socket",
-                server,
-                "--engine",
-                "shell",
-                "--name",
-                "att",
-                "--home",
-                str(home),
+                *attach, "--tmux", "mine:0.0", "--engine", "scripted", "--name", "att"
             )
             assert code == 0, attached
             assert (attached["tmux"], attached["startedBy"]) == (
                 {"socket": server, "target": "%0"},
                 "attached",
             )
-            missing = await _cli(
-                "attach",
-                "--tmux",
-                "%77",
-                "--socket",
-                server,
-                "--engine",
-                "shell",
-                "--name",
-                "x",
-                "--home",
-                str(home),
-            )
+            code, shell = await _cli(*attach, "--tmux", "sh:0.0", "--engine", "shell", "--name", "bash")
+            assert code == 1 and shell["error"] == "plain_shell", shell
+            missing = await _cli(*attach, "--tmux", "%77", "--engine", "scripted", "--name", "x")
             assert missing[0] == 1 and missing[1]["error"] == "not_found"
             with trio.fail_after(DEADLINE):
                 while True:
-                    code, listed = await _cli("list", "--home", str(home))
+                    code, listed = await _cli("list", *common)
                     states = {a["name"]: a["observation"]["state"] for a in listed["agents"]}
-                    if states == {"sh1": "idle", "att": "idle"}:
+                    if states == {"sh1": "idle", "att": "idle", "ibx": "offline"}:
                         break
                     await trio.sleep(0.05)
-            code, shown = await _cli("show", "sh1", "--home", str(home))
+            code, shown = await _cli("show", "sh1", *common)
             assert code == 0 and shown["agentId"] == started["agentId"]
             assert set(shown["observation"]) == {
                 "state",
@@ -423,6 +427,8 @@ async def test_agent_start_attach_list_show(server: str, tmp_path: Path) -> None
                 "safeToWrite",
                 "evidence",
             }
+            code, shown = await _cli("show", "ibx", *common)
+            assert shown["observation"]["evidence"][0].startswith("inbox-only")
         finally:
             found = await ProcessRunner(own).run("display-message", "-p", "#{pid} #{socket_path}")
             await kill_server(own)
