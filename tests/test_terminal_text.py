@@ -4,15 +4,25 @@
 # TUI in a real pane, is tests/test_hostile_notices.py.)
 from __future__ import annotations
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.core import commands as c
 from harness.core import effects as fx
+from harness.core.codec import from_json, to_json
+from harness.core.limits import DEFAULT_LIMITS
 from harness.core.outcome import Accepted
 from harness.core.records import NoticeKind
-from harness.core.system import render_notice
+from harness.core.system import (
+    NoticeContent,
+    Teammate,
+    content_problem,
+    notice_content,
+    render_content,
+    render_notice,
+)
 from harness.core.terminal_text import BIDI_CONTROLS, ESCAPE_SIGN, is_terminal_safe, terminal_safe
 from tests.team_helpers import TEAM, Driver
 
@@ -173,3 +183,93 @@ def test_the_framing_stays_the_desks_own(payload: str) -> None:
     assert rendered.startswith("[team Build Harness] Question q1 from agent-2:\n")
     assert rendered.endswith("\nAnswer with: reply q1 'your answer' (full text: inbox)")
     assert terminal_safe(payload) in rendered
+
+
+# --- the notation of each removed character, and tabs (scripts/mutate_core.py found them unpinned) -------
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("del\x7f", "del^?"),  # DEL in caret notation, like the C0 bytes
+        ("c1 \x80", "c1 \\u0080"),  # the first C1 control is a code point, not a caret
+        ("nonchar \uffff", "nonchar \\uffff"),  # the last BMP code point: four hex digits
+        ("tag \U000e0001", "tag \\U000e0001"),  # beyond the BMP: eight hex digits
+        ("private \U000f0000", "private \\U000f0000"),
+    ],
+)
+def test_each_removed_character_is_shown_in_its_notation(text: str, shown: str) -> None:
+    assert terminal_safe(text) == shown
+    assert terminal_safe(text, line_breaks=False, tabs=True) == shown
+
+
+def test_tabs_pass_only_when_the_caller_admits_them() -> None:
+    """A tab reaches the terminal only where the caller admits tabs; anywhere else it shows as ^I."""
+    assert terminal_safe("a\tb", tabs=True) == "a\tb"
+    assert terminal_safe("a\tb\n", line_breaks=False, tabs=True) == "a\tb^J"
+    assert terminal_safe("a\tb") == "a^Ib"
+    assert is_terminal_safe("a\tb", tabs=True)
+    assert not is_terminal_safe("a\tb")
+    assert not is_terminal_safe("a\nb", line_breaks=False, tabs=True)
+
+
+# --- content that arrived from a paired machine -------------------------------------------------------------
+
+names = st.text(max_size=DEFAULT_LIMITS.name_chars)
+contents = st.builds(
+    NoticeContent,
+    kind=st.sampled_from(NoticeKind),
+    team_id=st.text(max_size=DEFAULT_LIMITS.id_chars),
+    team_name=names,
+    subject_id=st.text(max_size=DEFAULT_LIMITS.id_chars),
+    speaker=names,
+    role=names,
+    teammates=st.lists(st.builds(Teammate, names, names), max_size=4).map(tuple),
+    member_key=st.text(max_size=DEFAULT_LIMITS.id_chars),
+    text=st.one_of(st.sampled_from(PAYLOADS), st.text(max_size=DEFAULT_LIMITS.question_chars)),
+    context=st.none() | st.text(max_size=200),
+    evidence=st.lists(st.text(max_size=100), max_size=4).map(tuple),
+)
+
+
+@settings(max_examples=200)
+@given(contents)
+def test_content_within_its_bounds_renders_safe_and_within_notice_bytes(content: NoticeContent) -> None:
+    """A paired machine sends a notice's fields, never its text; whatever the fields hold, the rendering is
+    terminal-safe, starts with the desk's own framing and fits `notice_bytes`, and the fields survive the
+    wire (codec) unchanged."""
+    assert content_problem(content) is None
+    rendered = render_content(content)
+    assert is_terminal_safe(rendered)
+    assert rendered.startswith(f"[team {terminal_safe(content.team_name, line_breaks=False)}] ")
+    assert len(rendered.encode()) <= DEFAULT_LIMITS.notice_bytes
+    assert from_json(to_json(content), NoticeContent) == content
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"team_name": "x" * 201},
+        {"speaker": "x" * 201},
+        {"teammates": (Teammate("x" * 201, "r"),)},
+        {"teammates": tuple(Teammate("a", "r") for _ in range(32))},
+        {"text": "x" * 8_001},
+        {"context": "x" * 8_001},
+        {"evidence": ("x",) * 17},
+        {"evidence": ("x" * 1_025,)},
+        {"member_key": "k" * 129},
+        {"subject_id": "q" * 129},
+    ],
+)
+def test_content_beyond_a_ledger_bound_is_a_problem(change: dict[str, object]) -> None:
+    content = attrs.evolve(NoticeContent(NoticeKind.QUESTION, "t", "team", "q1", "alice"), **change)
+    assert content_problem(content) is not None
+
+
+def test_render_notice_is_render_content_of_the_ledgers_fields() -> None:
+    driver = Driver().create()
+    driver.ask("q1", 2, 1, "Which endpoint?", context="the mobile app")
+    driver.reply("q1", 1, "GET /state", evidence=("api.py:10",))
+    for notice in _notices(driver):
+        content = notice_content(driver.ledger, notice)
+        assert render_notice(driver.ledger, notice) == render_content(content)
