@@ -412,8 +412,8 @@ def notice_content(ledger: Ledger, effect: fx.SubmitNotice) -> NoticeContent:
 def content_problem(content: NoticeContent, limits: Limits = DEFAULT_LIMITS) -> str | None:
     """Why content that arrived from elsewhere (a paired machine) could not have come from a ledger within
     `limits`, or None. The renderer's output stays within `notice_bytes` only for content within them."""
-    names = (content.team_name, content.speaker, content.role)
-    names += tuple(part for mate in content.teammates for part in (mate.name, mate.role))
+    names = [content.team_name, content.speaker, content.role]
+    names.extend(part for mate in content.teammates for part in (mate.name, mate.role))
     text_chars = limits.answer_chars if content.kind is NoticeKind.ANSWER else limits.question_chars
     checks = (
         (all(len(name) <= limits.name_chars for name in names), "a name is longer than name_chars"),
