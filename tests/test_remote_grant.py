@@ -1,0 +1,162 @@
+# Issue 15, finding 5: a paired machine pasted anything into any agent: a sealed `delivery` submit for a team
+# that does not exist, addressed to an agent that shares no team with the sender, was written into that
+# agent's terminal. `core.remote_grant.admit` is what a destination lets a paired machine do: exactly its
+# grant (the teams it owns here, the memberships it introduced), everything else refused as a value.
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from harness.core import delivery as d
+from harness.core.effects import notice_id
+from harness.core.errors import ErrorCode, Rejected
+from harness.core.records import NoticeKind
+from harness.core.remote_grant import EMPTY_GRANTS, Grants, admit
+
+HERE, OWNER, OTHER = "m-here", "m-owner", "m-other"
+AGENTS = frozenset({"agent-a", "agent-b"})
+
+
+def submit(
+    kind: NoticeKind,
+    *,
+    team: str = "t1",
+    member: str = "mem1",
+    agent: str = "agent-a",
+    subject: str = "q1",
+    machine: str = HERE,
+) -> d.Submit:
+    subject = member if kind is NoticeKind.INTRODUCTION else subject
+    return d.Submit(
+        1, team, notice_id(team, subject, kind), kind, subject, member, machine, agent, 10**9, "x"
+    )
+
+
+def run(
+    grants: Grants, command: object, sender: str = OWNER, owned: frozenset[str] = frozenset()
+) -> Grants | Rejected:
+    return admit(grants, here=HERE, sender=sender, command=command, owned_here=owned, agents=AGENTS)  # type: ignore[arg-type]
+
+
+def introduced() -> Grants:
+    grants = run(EMPTY_GRANTS, submit(NoticeKind.INTRODUCTION))
+    assert isinstance(grants, Grants)
+    return grants
+
+
+def test_finding_5_a_question_for_an_agent_never_introduced_is_refused() -> None:
+    """The finding's submit: a team that does not exist here, an agent no team of the sender's holds."""
+    refused = run(EMPTY_GRANTS, submit(NoticeKind.QUESTION))
+    assert isinstance(refused, Rejected) and refused.code is ErrorCode.NOT_FOUND
+    refused = run(introduced(), submit(NoticeKind.QUESTION, agent="agent-b"))
+    assert isinstance(refused, Rejected) and refused.code is ErrorCode.NOT_FOUND
+    refused = run(introduced(), submit(NoticeKind.ANSWER, member="mem2"))
+    assert isinstance(refused, Rejected) and refused.code is ErrorCode.NOT_FOUND
+
+
+def test_an_introduced_member_gets_questions_and_answers() -> None:
+    grants = introduced()
+    assert grants.introduced("t1", "mem1") == "agent-a"
+    assert run(grants, submit(NoticeKind.QUESTION)) == grants
+    assert run(grants, submit(NoticeKind.ANSWER)) == grants
+
+
+def test_no_submit_for_an_agent_not_registered_here_or_for_another_machine() -> None:
+    refused = run(EMPTY_GRANTS, submit(NoticeKind.INTRODUCTION, agent="agent-x"))
+    assert isinstance(refused, Rejected) and refused.code is ErrorCode.NOT_FOUND
+    refused = run(EMPTY_GRANTS, submit(NoticeKind.INTRODUCTION, machine=OTHER))
+    assert isinstance(refused, Rejected) and refused.code is ErrorCode.BAD_REQUEST
+
+
+def test_another_machine_cannot_steer_or_join_a_team_it_does_not_own() -> None:
+    grants = introduced()
+    for command in (
+        submit(NoticeKind.INTRODUCTION, member="mem2", agent="agent-b"),
+        submit(NoticeKind.QUESTION),
+    ):
+        refused = run(grants, command, sender=OTHER)
+        assert isinstance(refused, Rejected) and refused.code is ErrorCode.CONFLICT
+    for command in (
+        d.Hold(1, "t1"),
+        d.Release(1, "t1"),
+        d.Withdraw(1, notice_id("t1", "q1", NoticeKind.QUESTION)),
+        d.WithdrawMember(1, "t1", "mem1"),
+        d.WithdrawTeam(1, "t1"),
+        d.InboxRead(1, (notice_id("t1", "q1", NoticeKind.QUESTION),)),
+    ):
+        refused = run(grants, command, sender=OTHER)
+        assert isinstance(refused, Rejected) and refused.code is ErrorCode.NOT_FOUND, command
+
+
+def test_no_peer_steers_a_team_owned_here() -> None:
+    refused = run(EMPTY_GRANTS, submit(NoticeKind.INTRODUCTION), owned=frozenset({"t1"}))
+    assert isinstance(refused, Rejected) and refused.code is ErrorCode.CONFLICT
+
+
+def test_a_membership_cannot_be_reintroduced_as_another_agent() -> None:
+    refused = run(introduced(), submit(NoticeKind.INTRODUCTION, agent="agent-b"))
+    assert isinstance(refused, Rejected) and refused.code is ErrorCode.CONFLICT
+
+
+def test_a_removed_membership_or_archived_team_is_no_longer_a_door() -> None:
+    for withdrawal in (d.WithdrawMember(1, "t1", "mem1"), d.WithdrawTeam(1, "t1")):
+        grants = run(introduced(), withdrawal)
+        assert isinstance(grants, Grants)
+        refused = run(grants, submit(NoticeKind.QUESTION))
+        assert isinstance(refused, Rejected) and refused.code is ErrorCode.NOT_FOUND
+
+
+def test_a_paused_teams_hold_binds_its_owner_before_any_notice() -> None:
+    grants = run(EMPTY_GRANTS, d.Hold(1, "t1"))
+    assert isinstance(grants, Grants) and grants.owner("t1") == OWNER
+    refused = run(grants, submit(NoticeKind.INTRODUCTION), sender=OTHER)
+    assert isinstance(refused, Rejected) and refused.code is ErrorCode.CONFLICT
+
+
+kinds = st.sampled_from(NoticeKind)
+steps = st.lists(
+    st.tuples(
+        st.sampled_from((OWNER, OTHER)),
+        st.one_of(
+            st.builds(
+                lambda kind, team, member, agent: submit(kind, team=team, member=member, agent=agent),
+                kinds,
+                st.sampled_from(("t1", "t2")),
+                st.sampled_from(("mem1", "mem2")),
+                st.sampled_from(("agent-a", "agent-b", "agent-x")),
+            ),
+            st.builds(
+                lambda team, member: d.WithdrawMember(1, team, member),
+                st.sampled_from(("t1", "t2")),
+                st.sampled_from(("mem1", "mem2")),
+            ),
+        ),
+    ),
+    max_size=12,
+)
+
+
+@given(steps)
+def test_every_admitted_question_or_answer_follows_its_senders_introduction(
+    history: list[tuple[str, d.Submit | d.WithdrawMember]],
+) -> None:
+    """The grant as a property: whatever two machines send, a question or answer notice is admitted only
+    when the same sender owns the team and introduced that membership as that agent, and did not withdraw
+    it since; refusals change nothing."""
+    grants = EMPTY_GRANTS
+    doors: set[tuple[str, str, str, str]] = set()  # (sender, team, membership, agent) introduced, not removed
+    owners: dict[str, str] = {}
+    for sender, command in history:
+        after = run(grants, command, sender=sender)
+        if isinstance(after, Rejected):
+            continue
+        if isinstance(command, d.WithdrawMember):
+            doors = {door for door in doors if door[1:3] != (command.team_id, command.membership_id)}
+        elif command.kind is NoticeKind.INTRODUCTION:
+            doors.add((sender, command.team_id, command.membership_id, command.agent_id))
+        else:
+            assert (sender, command.team_id, command.membership_id, command.agent_id) in doors
+        if isinstance(command, d.Submit):
+            assert owners.setdefault(command.team_id, sender) == sender
+            assert command.agent_id in AGENTS
+        grants = after
