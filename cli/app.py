@@ -18,7 +18,7 @@ from harness.cli.commands import MEMBER_KEY_ENV, Options, fail, show, usage
 from harness.cli.pair import pair_app
 from harness.cli.relay import relay_app
 from harness.io import home as homes
-from harness.io.client import Client, RemoteError, Uncertain, Unreachable, locate_port
+from harness.io.client import Client, RemoteError, Uncertain, Unreachable, locate_socket
 
 app = typer.Typer(
     name="harness",
@@ -44,9 +44,19 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document (
 HomeOpt = Annotated[
     str | None, typer.Option("--home", help="Data directory (default $HARNESS_HOME, else per user).")
 ]
-PortOpt = Annotated[int | None, typer.Option("--port", help="Daemon port (default: from daemon.json).")]
+SocketOpt = Annotated[
+    str | None, typer.Option("--socket", help="Another local daemon's socket (default: from daemon.json).")
+]
 KeyOpt = Annotated[
-    str | None, typer.Option("--key", envvar=MEMBER_KEY_ENV, help="Private member key (acts as that member).")
+    str | None,
+    typer.Option(
+        "--key",
+        help=f"Private member key (acts as that member; `ps` shows it: use --key-file or ${MEMBER_KEY_ENV}).",
+    ),
+]
+KeyFileOpt = Annotated[
+    Path | None,
+    typer.Option("--key-file", help="File holding the private member key (the one the introduction names)."),
 ]
 MachineOpt = Annotated[
     str | None,
@@ -62,13 +72,14 @@ def _opts(
     ctx: typer.Context,
     json_out: bool,
     home: str | None,
-    port: int | None,
+    socket: str | None,
     key: str | None,
     *,
     machine: str | None = None,
+    key_file: Path | None = None,
 ) -> Options:
     base = ctx.obj if isinstance(ctx.obj, Options) else Options()
-    return base.merge(json_out, home, port, key, machine)
+    return base.merge(json_out, home, socket, key, machine=machine, key_file=key_file)
 
 
 _CONTEXT = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
@@ -77,8 +88,9 @@ _COMMON = tuple(
     for name, annotation, default in (
         ("json_out", JsonOpt, False),
         ("home", HomeOpt, None),
-        ("port", PortOpt, None),
+        ("socket", SocketOpt, None),
         ("key", KeyOpt, None),
+        ("key_file", KeyFileOpt, None),
         ("machine", MachineOpt, None),
     )
 )
@@ -95,8 +107,8 @@ def team_command(
         own = tuple(inspect.signature(declaration).parameters.values())
 
         def command(ctx: typer.Context, **given: Any) -> None:
-            json_out, home, port, key, machine = (given.pop(p.name) for p in _COMMON)
-            opts = _opts(ctx, json_out, home, port, key, machine=machine)
+            json_out, home, socket, key, key_file, machine = (given.pop(p.name) for p in _COMMON)
+            opts = _opts(ctx, json_out, home, socket, key, machine=machine, key_file=key_file)
             commands.SPECS[name].run(opts, given)
 
         parameters = (_CONTEXT, *own, *_COMMON)
@@ -120,11 +132,12 @@ def team_options(
     team: TeamOpt = None,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
-    port: PortOpt = None,
+    socket: SocketOpt = None,
     key: KeyOpt = None,
+    key_file: KeyFileOpt = None,
     machine: MachineOpt = None,
 ) -> None:
-    opts = Options().merge(json_out, home, port, key, machine)
+    opts = Options().merge(json_out, home, socket, key, machine=machine, key_file=key_file)
     opts.team = team
     ctx.obj = opts
 
@@ -173,7 +186,7 @@ def remove(
 def member_key(
     member: Annotated[str, typer.Argument(metavar="MEMBER", help="Membership id or name.")],
 ) -> None:
-    """Owner only: a member's private key and the command prefix for its introduction."""
+    """Owner only: a member's private key, its key file and the command prefix its introduction teaches."""
 
 
 @team_command("pause")
@@ -285,13 +298,13 @@ def watch(
     ] = None,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
-    port: PortOpt = None,
+    socket: SocketOpt = None,
     machine: MachineOpt = None,
 ) -> None:
     """Read-only live view: roster, exchanges, the selected one in full (j/k or Up/Down, r, q or Esc).
     With --json, one JSON line per change instead. With --machine, the team of a paired machine (read through
     the relay, a look a second)."""
-    opts = _opts(ctx, json_out, home, port, None, machine=machine)
+    opts = _opts(ctx, json_out, home, socket, None, machine=machine)
     if not opts.team:
         usage(opts, "'watch' needs --team TEAM_ID")
     home_dir = homes.resolve_home(opts.home)
@@ -304,7 +317,7 @@ def watch(
             )
         from harness.cli.watch import run_watch
 
-        run_watch(home_dir, opts.team, opts.port, opts.machine)
+        run_watch(home_dir, opts.team, opts.socket, opts.machine)
         return
     try:
         with contextlib.ExitStack() as stack:
@@ -313,8 +326,8 @@ def watch(
 
                 snapshots = remote_snapshots(home_dir, opts.machine, opts.team, timeout=seconds)
             else:
-                port_number, _ = locate_port(home_dir, opts.port)
-                client = stack.enter_context(Client(port_number))
+                where, _ = locate_socket(home_dir, opts.socket)
+                client = stack.enter_context(Client(where))
                 snapshots = client.subscribe(opts.team, homes.read_owner_token(home_dir), seconds)
             for team in snapshots:
                 show(opts, team, output.show_team)
@@ -359,87 +372,82 @@ def export(
 
 
 @daemon_app.command()
-def run(
-    home: HomeOpt = None,
-    port: Annotated[int, typer.Option("--port", help="Loopback port; 0 picks a free one.")] = 0,
-    json_out: JsonOpt = False,
-) -> None:
-    """Run the daemon in the foreground; Ctrl-C or SIGTERM stops it cleanly."""
+def run(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
+    """Run the daemon in the foreground; Ctrl-C or SIGTERM stops it cleanly. It listens on the socket
+    daemon.sock in the data directory, for this user only."""
     import trio
 
     from harness.io.daemon import Daemon, limits_from_env, serve_until_signalled
     from harness.io.tmux import TmuxTerminals
 
-    opts = Options().merge(json_out, home, port, None)
+    opts = Options().merge(json_out, home, None, None)
     try:
         limits = limits_from_env()
     except ValueError as error:
         usage(opts, str(error))
     try:
         daemon = Daemon(homes.resolve_home(home), limits=limits, terminals=TmuxTerminals.from_registry)
-        trio.run(serve_until_signalled, daemon, port)
-    except homes.DaemonRunning as error:
+        trio.run(serve_until_signalled, daemon)
+    except BaseException as error:
+        _home_failure(opts, _sole(error))
+        raise
+
+
+def _sole(error: BaseException) -> BaseException:
+    """The exception inside trio's nursery groups (the daemon fails at start inside one)."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
+
+
+def _home_failure(opts: Options, error: BaseException) -> None:
+    """Exit with one error (a JSON document with --json) when the data directory cannot be used; return
+    for any other exception."""
+    if isinstance(error, homes.DaemonRunning):
         fail(opts, output.PROTOCOL_ERROR, "conflict", str(error))
-    except (homes.HomeError, OSError) as error:
+    if isinstance(error, homes.HomeError | OSError):
         fail(opts, output.PROTOCOL_ERROR, "bad_request", f"cannot run the daemon: {error}")
 
 
 def _running(opts: Options, home: Path) -> dict[str, Any]:
-    """daemon.json of a daemon that answers on its port, or exit 3."""
+    """What a daemon that answers on its socket says of itself (daemon_status), or exit 3."""
+    where: Path | None = None
     try:
-        port, info = locate_port(home, None)
+        where, info = locate_socket(home, None)
         assert info is not None
-        with Client(port) as client:
+        with Client(where) as client:
             capabilities = client.check_compatible()
+            status = client.request("daemon_status", owner_token=homes.read_owner_token(home))
     except Unreachable as error:
         fail(opts, output.UNREACHABLE, "unreachable", error.detail)
     except (Uncertain, RemoteError) as error:
-        fail(
-            opts,
-            output.UNREACHABLE,
-            "unreachable",
-            f"the daemon on port {port} does not answer: {error.detail}",
-        )
+        detail = f"the daemon at {where} does not answer: {error.detail}"
+        fail(opts, output.UNREACHABLE, "unreachable", detail)
     if capabilities.get("machineId") != info.get("machineId"):
-        fail(
-            opts, output.UNREACHABLE, "unreachable", f"port {port} is another daemon's; {home} has no daemon"
-        )
-    return {**info, "home": str(home), "running": True}
+        detail = f"{where} is another daemon's socket; {home} has no daemon"
+        fail(opts, output.UNREACHABLE, "unreachable", detail)
+    return {**status, "home": str(home), "running": True}
 
 
 @daemon_app.command()
-def start(
-    home: HomeOpt = None,
-    port: Annotated[int, typer.Option("--port", help="Loopback port; 0 picks a free one.")] = 0,
-    json_out: JsonOpt = False,
-) -> None:
+def start(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
     """Start the daemon in the background and wait until it listens."""
-    opts = Options().merge(json_out, home, port, None)
-    home_dir = homes.ensure_home(homes.resolve_home(home))
-    info = homes.read_daemon_info(home_dir)
-    if info is not None and isinstance(info.get("pid"), int) and homes.pid_alive(info["pid"]):
-        fail(
-            opts,
-            output.PROTOCOL_ERROR,
-            "conflict",
-            f"a daemon is already running for {home_dir} (pid {info['pid']}, port {info.get('port')})",
+    opts = Options().merge(json_out, home, None, None)
+    try:
+        home_dir = homes.ensure_home(homes.resolve_home(home))
+        info = homes.read_daemon_info(home_dir)
+        if info is not None and isinstance(info.get("pid"), int) and homes.pid_alive(info["pid"]):
+            running = f"a daemon is already running for {home_dir} (pid {info['pid']})"
+            fail(opts, output.PROTOCOL_ERROR, "conflict", running)
+        log_fd = os.open(
+            home_dir / homes.LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, homes.PRIVATE_FILE_MODE
         )
-    log_fd = os.open(
-        home_dir / homes.LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, homes.PRIVATE_FILE_MODE
-    )
+    except (homes.HomeError, OSError) as error:
+        _home_failure(opts, error)
+        raise
     try:
         process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "harness.cli.main",
-                "daemon",
-                "run",
-                "--home",
-                str(home_dir),
-                "--port",
-                str(port),
-            ],
+            [sys.executable, "-m", "harness.cli.main", "daemon", "run", "--home", str(home_dir)],
             stdin=subprocess.DEVNULL,
             stdout=log_fd,
             stderr=log_fd,
@@ -483,7 +491,8 @@ def stop(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
 
 @daemon_app.command("status")
 def daemon_status(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
-    """Whether a daemon runs for the data directory: machineId, port, pid."""
+    """Whether a daemon runs for the data directory: machineId, socket, pid, and its listeners' counters
+    (connections refused as another user, frames refused, connections dropped, internal errors)."""
     opts = Options().merge(json_out, home, None, None)
     show(opts, _running(opts, homes.resolve_home(home)), output.show_mapping)
 
@@ -495,7 +504,7 @@ def daemon_status(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
 def web(
     team: Annotated[str, typer.Option("--team", help="Team id the page shows.")],
     home: HomeOpt = None,
-    port: PortOpt = None,
+    socket: SocketOpt = None,
     web_port: Annotated[int, typer.Option("--web-port", help="Loopback port of the page; 0 picks one.")] = 0,
     json_out: JsonOpt = False,
 ) -> None:
@@ -507,7 +516,7 @@ def web(
 
     from harness.io.web import WebServer, serve_until_signalled
 
-    opts = Options().merge(json_out, home, port, None)
+    opts = Options().merge(json_out, home, socket, None)
 
     def announce(server: WebServer) -> None:
         url = server.url(server.mint_ticket())
@@ -517,11 +526,18 @@ def web(
             print(f"Open {url}\n(one page load; run `harness web` again for another; Ctrl-C stops)")
         sys.stdout.flush()
 
-    server = WebServer(homes.resolve_home(home), team, daemon_port=port)
+    def log(line: str) -> None:
+        print(f"harness web: {line}", file=sys.stderr, flush=True)
+
+    daemon_socket = None if socket is None else Path(socket)
+    server = WebServer(homes.resolve_home(home), team, daemon_socket=daemon_socket, log=log)
     try:
         trio.run(serve_until_signalled, server, web_port, announce)
-    except OSError as error:
-        fail(opts, output.PROTOCOL_ERROR, "bad_request", f"cannot serve the page: {error}")
+    except BaseException as error:
+        cause = _sole(error)
+        if isinstance(cause, OSError):
+            fail(opts, output.PROTOCOL_ERROR, "bad_request", f"cannot serve the page: {cause}")
+        raise
 
 
 @app.command()
@@ -530,14 +546,24 @@ def doctor(
     home: HomeOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Check every ledger store (read-only, safe beside a running daemon); exit 1 if any is damaged."""
-    from harness.io.doctor import inspect_data_dir
+    """Check every ledger store (read-only, safe beside a running daemon); exit 1 if any is damaged. Also
+    shows what the running daemon's listeners refused and dropped."""
+    from harness.io.doctor import daemon_listeners, inspect_data_dir
 
     opts = Options().merge(json_out, home, None, None)
-    report = inspect_data_dir(homes.resolve_home(home), team_id=team)
+    home_dir = homes.resolve_home(home)
+    report = inspect_data_dir(home_dir, team_id=team)
+    daemon = daemon_listeners(home_dir)
+    report["daemon"] = daemon
     if opts.json:
         output.emit_json(report)
     else:
+        listeners = daemon.get("listeners")
+        if isinstance(listeners, dict):
+            for name, counts in listeners.items():
+                print(f"daemon {name}: " + ", ".join(f"{key} {value}" for key, value in counts.items()))
+        else:
+            print(f"daemon: not running ({daemon.get('detail')})")
         for store in report["stores"]:  # type: ignore[attr-defined]
             damage = store.get("damage")
             what = store.get("teamId") or store.get("kind")

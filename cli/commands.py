@@ -23,7 +23,7 @@ from harness.io.client import (
     Uncertain,
     Unreachable,
     incompatibility,
-    locate_port,
+    locate_socket,
 )
 from harness.io.rpc import INCOMPATIBLE
 
@@ -38,17 +38,26 @@ class Options:
         self.team: str | None = None
         self.json = False
         self.home: str | None = None
-        self.port: int | None = None
+        self.socket: str | None = None  # another local daemon's socket (default: from daemon.json)
         self.key: str | None = None
+        self.key_file: Path | None = None
         self.machine: str | None = None  # the paired machine that owns the team (else this one)
 
     def merge(
-        self, json_out: bool, home: str | None, port: int | None, key: str | None, machine: str | None = None
+        self,
+        json_out: bool,
+        home: str | None,
+        socket: str | None,
+        key: str | None,
+        *,
+        machine: str | None = None,
+        key_file: Path | None = None,
     ) -> Options:
         self.json = self.json or json_out
         self.home = home or self.home
-        self.port = port if port is not None else self.port
+        self.socket = socket or self.socket
         self.key = key or self.key
+        self.key_file = key_file or self.key_file
         self.machine = machine or self.machine
         return self
 
@@ -60,6 +69,19 @@ def fail(opts: Options, status: int, code: str, detail: str, operation_id: str |
 
 def usage(opts: Options, detail: str) -> NoReturn:
     fail(opts, output.USAGE, "bad_request", detail)
+
+
+def member_key(opts: Options) -> str | None:
+    """The member key to act with: `--key`, else the file `--key-file` names (what introductions teach, so
+    that no key shows on a command line), else $HARNESS_MEMBER_KEY; None acts as the owner."""
+    if opts.key and opts.key_file:
+        usage(opts, "give --key or --key-file, not both")
+    if opts.key_file is not None:
+        try:
+            return homes.read_member_key(opts.key_file)
+        except homes.HomeError as error:
+            usage(opts, str(error))
+    return opts.key or os.environ.get(MEMBER_KEY_ENV) or None
 
 
 def call(
@@ -76,6 +98,7 @@ def call(
     if team and not opts.team:
         usage(opts, f"'{action}' needs --team TEAM_ID")
     home = homes.resolve_home(opts.home)
+    key = member_key(opts)
     try:
         if opts.machine:
             # Imported here: the relay stack (trio, nacl) would slow every local call of an agent's turn.
@@ -86,24 +109,24 @@ def call(
                 opts.machine,
                 action,
                 team_id=opts.team if team else None,
-                member_key=opts.key,
+                member_key=key,
                 fields=fields,
                 operation_id=operation_id,
                 timeout=timeout,
             )
-        port, info = locate_port(home, opts.port)
+        where, info = locate_socket(home, opts.socket)
         if info is not None:
             problem = incompatibility(info.get("protocol"), info.get("protocolRevision"))
             if problem is not None:
                 raise RemoteError(INCOMPATIBLE, problem)
-        with Client(port) as client:
+        with Client(where) as client:
             if info is None:
                 client.check_compatible()
             return client.request(
                 action,
                 team_id=opts.team if team else None,
-                member_key=opts.key,
-                owner_token=None if opts.key else homes.read_owner_token(home),
+                member_key=key,
+                owner_token=None if key else homes.read_owner_token(home),
                 fields=fields,
                 operation_id=operation_id,
                 timeout=timeout,
@@ -115,6 +138,8 @@ def call(
         fail(opts, output.UNCERTAIN, "uncertain", detail, error.operation_id)
     except RemoteError as error:
         fail(opts, output.PROTOCOL_ERROR, error.code, error.detail, error.operation_id)
+    except OSError as error:  # the data directory's own files (the owner token) cannot be read
+        fail(opts, output.PROTOCOL_ERROR, "bad_request", f"cannot use the data directory {home}: {error}")
 
 
 def show(opts: Options, result: Any, render: Callable[[Any], None]) -> None:
@@ -251,12 +276,13 @@ def run_capabilities(opts: Options, v: Values) -> None:
 
 # --- the fast path ------------------------------------------------------------------------------------------
 
-# Option kinds: "flag" (no value), "str", "int", "float", "path", "list" (repeatable str).
+# Option kinds: "flag" (no value), "str", "float", "path", "list" (repeatable str).
 COMMON_OPTIONS: dict[str, tuple[str, str]] = {
     "--json": ("json", "flag"),
     "--home": ("home", "str"),
-    "--port": ("port", "int"),
+    "--socket": ("socket", "str"),
     "--key": ("key", "str"),
+    "--key-file": ("key_file", "path"),
     "--machine": ("machine", "str"),
 }
 GROUP_OPTIONS: dict[str, tuple[str, str]] = {**COMMON_OPTIONS, "--team": ("team", "str")}
@@ -320,8 +346,6 @@ _REQUIRED = {"create": ("file",), "add": ("file",)}  # options without a default
 
 
 def _convert(kind: str, raw: str) -> Any:
-    if kind == "int":
-        return int(raw)
     if kind == "float":
         return float(raw)
     if kind == "path":
@@ -404,12 +428,12 @@ def parse_fast(argv: list[str]) -> tuple[Spec, Options, Values] | None:
         opts.merge(
             bool(given.get("json")),
             given.get("home"),
-            given.get("port"),
+            given.get("socket"),
             given.get("key"),
-            given.get("machine"),
+            machine=given.get("machine"),
+            key_file=given.get("key_file"),
         )
     opts.team = group.get("team")
-    opts.key = opts.key or os.environ.get(MEMBER_KEY_ENV) or None
     return spec, opts, values
 
 

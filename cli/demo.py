@@ -1,10 +1,11 @@
 # `harness demo`: the whole loop on this machine, without a model and without setting anything up. A
 # throw-away daemon, a private tmux server (`-L harness-demo-PID`) with two scripted agents
-# (`harness.cli.demo_agent`) registered as terminals, a team of the two: each gets its introduction pasted
-# into its pane, `mobile` asks `daemons` a question with the team commands it just learned, the notice is
-# pasted into `daemons`' pane only when that pane is idle, `daemons` answers with `reply`, and the answer
-# notice resumes `mobile`. Delivery states are printed as they change, then both panes. Everything it
-# started (daemon, tmux server, temporary data directory) is stopped before it returns.
+# (`harness.cli.demo_agent`, registered as engine `scripted`: programs that take each line as a message; a
+# shell never is one), a team of the two: each gets its introduction pasted into its pane, `mobile` asks
+# `daemons` a question with the team commands it just learned, the notice is pasted into `daemons`' pane only
+# when that pane is idle, `daemons` answers with `reply`, and the answer notice resumes `mobile`. Delivery
+# states are printed as they change, then both panes. Everything it started (daemon, tmux server, temporary
+# data directory) is stopped before it returns.
 from __future__ import annotations
 
 import contextlib
@@ -57,9 +58,9 @@ async def _demo(home: Path) -> None:
     timing = RunnerTiming(poll_ms=200)
     daemon = Daemon(home, terminals=terminals, runner_timing=timing, log=lambda line: None)
     async with trio.open_nursery() as nursery:
-        await nursery.start(daemon.run, 0)
+        await nursery.start(daemon.run)
         try:
-            await trio.to_thread.run_sync(_script, home, daemon.port, daemon.machine_id, socket)
+            await trio.to_thread.run_sync(_script, home, daemon.socket_path, daemon.machine_id, socket)
         finally:
             with trio.CancelScope(shield=True):
                 for made_terminals in made:
@@ -89,7 +90,7 @@ def _say(text: str) -> None:
     print(text, flush=True)
 
 
-def _script(home: Path, port: int, machine_id: str, socket: str) -> None:
+def _script(home: Path, daemon_socket: Path, machine_id: str, socket: str) -> None:
     import trio
 
     from harness.io import home as homes
@@ -98,8 +99,8 @@ def _script(home: Path, port: int, machine_id: str, socket: str) -> None:
 
     token = homes.read_owner_token(home)
     started = time.monotonic()
-    with Client(port) as client:
-        _say(f"== a daemon for {home} on 127.0.0.1:{port}, a private tmux server -L {socket}")
+    with Client(daemon_socket) as client:
+        _say(f"== a daemon for {home} at {daemon_socket}, a private tmux server -L {socket}")
         for name, role, extra in AGENTS:
             command = [sys.executable, "-m", "harness.cli.demo_agent", "--name", name, *extra]
             start = functools.partial(
@@ -112,7 +113,7 @@ def _script(home: Path, port: int, machine_id: str, socket: str) -> None:
                 fields={
                     "agentId": f"agent-{name}",
                     "name": name,
-                    "engine": "shell",
+                    "engine": "scripted",
                     "tmux": {"socket": socket, "target": pane},
                     "startedBy": "daemon",
                 },

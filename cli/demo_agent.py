@@ -3,7 +3,8 @@
 # generic prompt profile of engine `scripted` reads), takes the daemon's notices the way a real agent TUI does
 # (one bracketed paste, then Enter), and acts on them with the same shell commands a real agent would run: it
 # learns its team commands from the introduction, asks its scripted question, answers a question with
-# `reply`, and continues when the answer arrives. Standard library only, plus the `harness` command it runs.
+# `reply`, and continues when the answer arrives. Standard library only, plus the `harness` command it runs
+# and the one escaping function (core/terminal_text) through which it echoes any peer text.
 from __future__ import annotations
 
 import argparse
@@ -16,8 +17,13 @@ import sys
 import termios
 import time
 import tty
+from functools import partial
+
+from harness.core.terminal_text import terminal_safe
 
 PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"
+# What the agent echoes of its input or of a peer's text is shown, never interpreted by its terminal.
+_safe = partial(terminal_safe, line_breaks=False)
 CYAN, GREEN, DIM, RESET = "\x1b[36m", "\x1b[32m", "\x1b[2m", "\x1b[0m"
 
 
@@ -39,14 +45,14 @@ class Agent:
         """Run a `harness team` command with the prefix the introduction taught; show it like a tool call."""
         assert self.prefix is not None
         shown = re.sub(r"--key \S+", "--key ***", shlex.join([*self.prefix, *args]))
-        self.say(f"{GREEN}● Bash{RESET}({shown})")
+        self.say(f"{GREEN}● Bash{RESET}({_safe(shown)})")
         done = subprocess.run([*_executable(self.prefix), *args], capture_output=True, text=True, check=False)
         try:
             result = json.loads(done.stdout)
             summary = {key: result.get(key) for key in ("id", "state", "error", "detail") if key in result}
         except ValueError:
             summary = {"output": (done.stdout or done.stderr).strip()[:200]}
-        self.say(f"{DIM}  ⎿ {json.dumps(summary)}{RESET}")
+        self.say(f"{DIM}  ⎿ {_safe(json.dumps(summary))}{RESET}")
 
     def handle(self, notice: str) -> None:
         self.say(f"{DIM}thinking…{RESET}")
@@ -61,10 +67,12 @@ class Agent:
                 self.say(f"{CYAN}● Asking {self.to}: {self.ask}{RESET}")
                 self.run("ask", self.to, self.ask, "--id", f"q-{self.name}", "--json")
         elif question and self.prefix:
-            self.say(f"{CYAN}● {question.group(2)} asks me something; answering with reply.{RESET}")
+            self.say(f"{CYAN}● {_safe(question.group(2))} asks me something; answering with reply.{RESET}")
             self.run("reply", question.group(1), self.answer, "--evidence", "demo:1", "--json")
         elif answered and self.prefix:
-            self.say(f"{CYAN}● {answered.group(1)} answered: {answered.group(3).strip()}{RESET}")
+            self.say(
+                f"{CYAN}● {_safe(answered.group(1))} answered: {_safe(answered.group(3).strip())}{RESET}"
+            )
             self.say(f"{CYAN}● Continuing my task with that answer. Done.{RESET}")
         else:
             self.say(f"{CYAN}● (nothing to do with that){RESET}")
@@ -110,7 +118,7 @@ def main() -> None:
                     text = pending[len(PASTE_START) : end].replace("\r", "\n")
                     pending = pending[end + len(PASTE_END) :]
                     line += text
-                    sys.stdout.write(text.replace("\n", " "))  # the draft shows on the prompt line
+                    sys.stdout.write(_safe(text.replace("\n", " ")))  # the draft shows on the prompt line
                 elif pending[0] in "\r\n":
                     pending = pending[1:]
                     sys.stdout.write("\r\n")
@@ -122,7 +130,7 @@ def main() -> None:
                     return
                 else:
                     line += pending[0]
-                    sys.stdout.write(pending[0])
+                    sys.stdout.write(_safe(pending[0]))
                     pending = pending[1:]
                 sys.stdout.flush()
     finally:

@@ -90,7 +90,8 @@ def remove(
     home: HomeOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Forget a paired machine (its frames are refused from now on)."""
+    """Forget a paired machine (its frames are refused from now on). Pairing its machine id again under
+    another identity key (a reinstalled machine) needs this first."""
     peer = pairing.remove_peer(homes.resolve_home(home), machine)
     if peer is None:
         _fail(json_out, pairing.PairingError("not_found", f"machine {machine} is not paired with this one"))

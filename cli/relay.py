@@ -1,11 +1,13 @@
 # `harness relay serve`: run the relay that routes sealed frames between paired machines (127.0.0.1 only
 # here). It holds no keys and stores nothing; on exit it prints its counters. `--record FILE` appends every
 # message it sees to FILE, so a test or an auditor can check that it only ever held routing and ciphertext.
+# Refusals go to stderr, at most one line per kind per minute (each is counted in the printed stats).
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -14,9 +16,14 @@ from typing import Annotated, TextIO
 import trio
 import typer
 
+from harness.io.listeners import raise_open_files_limit
 from harness.io.relay import HOST, Relay, RelayLimits
 
 relay_app = typer.Typer(help="The relay between paired machines.", no_args_is_help=True)
+
+
+def say(line: str) -> None:
+    print(f"harness relay: {line}", file=sys.stderr, flush=True)
 
 
 class Recorder:
@@ -37,6 +44,20 @@ def serve(
     queue: Annotated[
         int, typer.Option("--queue", help="Frames queued per connection.")
     ] = RelayLimits().queue_frames,
+    max_connections: Annotated[
+        int,
+        typer.Option(
+            "--max-connections",
+            help="Authenticated connections at once; one more closes the one that routed least recently.",
+        ),
+    ] = RelayLimits().max_connections,
+    max_pending: Annotated[
+        int,
+        typer.Option(
+            "--max-pending",
+            help="Connections still proving their address; one more closes the oldest of them.",
+        ),
+    ] = RelayLimits().max_pending,
     record: Annotated[
         Path | None,
         typer.Option(
@@ -47,20 +68,26 @@ def serve(
         ),
     ] = None,
 ) -> None:
-    """Serve until Ctrl-C (with --record FILE, also log every message it routes, for audits)."""
+    """Serve until Ctrl-C or SIGTERM (with --record FILE, also log every message it routes, for audits)."""
     with contextlib.ExitStack() as stack:
         out = None
         if record is not None:  # private (0600) like the rest of a machine's remote state
             fd = os.open(record, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             out = stack.enter_context(open(fd, "a", encoding="utf-8"))
         observe = None if out is None else Recorder(out)
-        relay = Relay(RelayLimits(queue_frames=queue), observe=observe)
+        limits = RelayLimits(queue_frames=queue, max_connections=max_connections, max_pending=max_pending)
+        relay = Relay(limits, observe=observe, log=say)
+        raise_open_files_limit()  # each connection is a descriptor: the caps bound them, not the default
 
         async def main() -> None:
-            async with trio.open_nursery() as nursery:
-                bound = await nursery.start(relay.serve, port)
-                print(f"harness relay: listening on ws://{HOST}:{bound}", file=sys.stderr, flush=True)
+            # Ctrl-C or SIGTERM end it cleanly, so that the counters below are printed (not a traceback).
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async with trio.open_nursery() as nursery:
+                    bound = await nursery.start(relay.serve, port)
+                    say(f"listening on ws://{HOST}:{bound}")
+                    async for received in signals:
+                        say(f"stopping on {signal.Signals(received).name}")
+                        nursery.cancel_scope.cancel()
 
-        with contextlib.suppress(KeyboardInterrupt):
-            trio.run(main)
+        trio.run(main)
     print(json.dumps({"stats": dict(relay.stats)}), file=sys.stderr)

@@ -3,7 +3,9 @@
 # revision replaces what is shown (a late or replayed frame can never roll the view back), and question state
 # and delivery state stay in separate columns because they are separate facts. The subscription runs in a
 # thread over the ordinary blocking client; when the daemon goes away the view keeps the last state, says so,
-# and reconnects by itself, re-reading daemon.json so a restart on another port is found too.
+# and reconnects by itself, re-reading daemon.json so a restarted daemon is found too. Every word on
+# screen is built by cli/output.py's `shown` (terminal-safe Text, never markup): a peer's name or question may
+# hold escape sequences or `[link=…]`, and DataTable would read a plain string cell as markup.
 from __future__ import annotations
 
 import threading
@@ -21,8 +23,9 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Static
 
+from harness.cli.output import clock, delivery_text, one_line, shown
 from harness.io import home as homes
-from harness.io.client import Client, ClientError, RemoteError, Uncertain, Unreachable, locate_port
+from harness.io.client import Client, ClientError, RemoteError, Uncertain, Unreachable, locate_socket
 from harness.io.rpc import INCOMPATIBLE
 
 # How long the subscriber waits before trying a vanished daemon again; a person restarting it should not
@@ -67,13 +70,13 @@ class Subscriber:
         self,
         home: Path,
         team_id: str,
-        port: int | None,
+        socket: str | None,
         post: Callable[[Message], object],
         machine: str | None = None,
     ) -> None:
         self.home = home
         self.team_id = team_id
-        self.port = port
+        self.socket = socket
         self.machine = machine  # the paired machine that owns the team: polled through the relay
         self._post = post
         self._stopped = threading.Event()
@@ -106,14 +109,14 @@ class Subscriber:
         try:
             if self.machine is not None:
                 return self._poll_remote(self.machine)
-            port, _ = locate_port(self.home, self.port)
-            client = Client(port)
+            where, _ = locate_socket(self.home, self.socket)
+            client = Client(where)
             with self._lock:
                 if self._stopped.is_set():
                     return 0
                 self._client = client
             try:
-                self._post(Link("connecting", f"connecting to the daemon on 127.0.0.1:{port}"))
+                self._post(Link("connecting", f"connecting to the daemon at {where}"))
                 client.connect()
                 capabilities = client.check_compatible()
                 token = homes.read_owner_token(self.home)
@@ -121,7 +124,7 @@ class Subscriber:
                 for team in client.subscribe(self.team_id, token):
                     if not isinstance(team, dict):
                         continue
-                    self._post(Link("live", f"live from the daemon on 127.0.0.1:{port} (machine {machine})"))
+                    self._post(Link("live", f"live from the daemon at {where} (machine {machine})"))
                     self._post(Snapshot(team))
             finally:
                 with self._lock:
@@ -156,10 +159,10 @@ class Subscriber:
         return RETRY_SECONDS
 
 
-def _fetch(home: Path, port: int | None, team_id: str) -> tuple[Any, dict[str, str]]:
+def _fetch(home: Path, socket: str | None, team_id: str) -> tuple[Any, dict[str, str]]:
     """One short connection: the team (`get`) and what the daemon's desk sees of the terminals of members on
     its machine. Raises ClientError like any call."""
-    found, _ = locate_port(home, port)
+    found, _ = locate_socket(home, socket)
     token = homes.read_owner_token(home)
     with Client(found) as client:
         capabilities = client.check_compatible()
@@ -187,61 +190,58 @@ def _names(team: dict[str, Any]) -> dict[str, str]:
     return {m["id"]: m["name"] for m in team.get("members", [])}
 
 
-def _delivery(view: object) -> str:
-    if not isinstance(view, dict):
-        return "-"
-    reason = view.get("reason")
-    return f"{view.get('state')} ({reason})" if reason else str(view.get("state"))
-
-
-def _excerpt(text: object) -> str:
-    flat = " ".join(str(text or "").split())
-    return flat if len(flat) <= EXCERPT_CHARS else flat[: EXCERPT_CHARS - 1] + "…"
-
-
-def _clock(ms: object) -> str:
-    if not isinstance(ms, int):
-        return "-"
-    import time
-
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
+def _row(*cells: object) -> list[Text]:
+    """One table row: each cell on one line, terminal-safe, as Text."""
+    return [shown(one_line(cell)) for cell in cells]
 
 
 def exchange_detail(exchange: dict[str, Any], names: dict[str, str]) -> Text:
-    """The selected exchange in full. Built as Text, never markup: the words are the agents'."""
+    """The selected exchange in full, one `shown` piece per line: the words are the agents'."""
     who = f"{names.get(exchange['from'], exchange['from'])} -> {names.get(exchange['to'], exchange['to'])}"
-    out = Text()
-    out.append(f"Question {exchange['id']}\n", style="bold")
-    out.append(f"{who}   asked {_clock(exchange.get('createdAt'))}, ")
-    out.append(f"deadline {_clock(exchange.get('deadlineAt'))}\n")
-    out.append("question: ", style="bold")
-    out.append(f"{exchange['state']}      ")
-    out.append("delivery: ", style="bold")
-    out.append(_delivery(exchange.get("delivery")) + "\n")
+    lines: list[Text] = [
+        shown(f"Question {exchange['id']}", style="bold"),
+        shown(
+            f"{who}   asked {clock(exchange.get('createdAt'))}, deadline {clock(exchange.get('deadlineAt'))}"
+        ),
+        Text.assemble(
+            shown("question: ", style="bold"),
+            shown(f"{exchange['state']}      "),
+            shown("delivery: ", style="bold"),
+            shown(delivery_text(exchange.get("delivery"))),
+        ),
+    ]
     delivery = exchange.get("delivery")
     if isinstance(delivery, dict) and delivery.get("state") == "unconfirmed":
-        out.append(
-            "The notice might have reached the terminal. Do not resend: check with "
-            f"`status {exchange['id']}` or look at the teammate's terminal; "
-            "the operation id stays the question id.\n",
-            style="yellow",
+        lines.append(
+            shown(
+                "The notice might have reached the terminal. Do not resend: check with "
+                f"`status {exchange['id']}` or look at the teammate's terminal; "
+                "the operation id stays the question id.",
+                style="yellow",
+            )
         )
-    out.append("\n" + str(exchange.get("text", "")) + "\n")
+    lines += [Text(), shown(exchange.get("text", ""), block=True)]
     if exchange.get("context"):
-        out.append("\ncontext: ", style="bold")
-        out.append(str(exchange["context"]) + "\n")
+        lines += [
+            Text(),
+            Text.assemble(shown("context: ", style="bold"), shown(exchange["context"], block=True)),
+        ]
     answer = exchange.get("answer")
     if isinstance(answer, dict):
         author = names.get(answer.get("author", ""), answer.get("author", "?"))
         late = " (late)" if answer.get("late") else ""
-        out.append(f"\nanswer by {author} at {_clock(answer.get('at'))}{late}\n", style="bold green")
-        out.append(str(answer.get("text", "")) + "\n")
-        for ref in answer.get("evidence") or []:
-            out.append("evidence: ", style="bold")
-            out.append(str(ref) + "\n")
+        lines += [
+            Text(),
+            shown(f"answer by {author} at {clock(answer.get('at'))}{late}", style="bold green"),
+            shown(answer.get("text", ""), block=True),
+        ]
+        lines += [
+            Text.assemble(shown("evidence: ", style="bold"), shown(ref))
+            for ref in answer.get("evidence") or []
+        ]
     else:
-        out.append("\nno answer yet\n", style="dim")
-    return out
+        lines += [Text(), shown("no answer yet", style="dim")]
+    return Text("\n").join(lines)
 
 
 class WatchApp(App[None]):
@@ -282,7 +282,7 @@ class WatchApp(App[None]):
         self,
         home: Path,
         team_id: str,
-        port: int | None = None,
+        daemon_socket: str | None = None,
         *,
         machine: str | None = None,
         subscribe: bool = True,
@@ -290,17 +290,19 @@ class WatchApp(App[None]):
         super().__init__()
         self.home = home
         self.team_id = team_id
-        self.port = port
+        self.daemon_socket = daemon_socket
         self.machine = machine  # a team owned by this paired machine; its terminals are not observed here
         self.team: dict[str, Any] | None = None
         self.revision = -1
         self.selected: str | None = None
         self.link = "connecting"
         self.observations: dict[str, str] = {}
-        self._subscriber = Subscriber(home, team_id, port, self.post_message, machine) if subscribe else None
+        self._subscriber = (
+            Subscriber(home, team_id, daemon_socket, self.post_message, machine) if subscribe else None
+        )
 
     def compose(self) -> ComposeResult:
-        yield Static(f"team {self.team_id}", id="title")
+        yield Static(shown(f"team {self.team_id}"), id="title")
         yield Static("connecting to the daemon…", id="link")
         with Horizontal(id="body"):
             with Vertical(id="lists"):
@@ -351,15 +353,15 @@ class WatchApp(App[None]):
         widget = self.query_one("#link", Static)
         for state in ("connecting", "live", "gone", "incompatible", "refused"):
             widget.set_class(state == message.state, f"-{state}")
-        shown = self.revision if self.team is not None else None
+        last = self.revision if self.team is not None else None
         text = {
             "connecting": message.detail,
             "live": message.detail,
-            "gone": f"daemon not reachable: {message.detail}; showing revision {shown}, reconnecting…",
+            "gone": f"daemon not reachable: {message.detail}; showing revision {last}, reconnecting…",
             "incompatible": f"the daemon is too old for this client: {message.detail}",
             "refused": f"the daemon refused the subscription: {message.detail}",
         }[message.state]
-        widget.update(Text(text))
+        widget.update(shown(text))
         self._render_title()
 
     def on_observed(self, message: Observed) -> None:
@@ -375,7 +377,7 @@ class WatchApp(App[None]):
     @work(thread=True, exclusive=True, group="observe", exit_on_error=False)
     def _observe(self) -> None:
         try:
-            _, observations = _fetch(self.home, self.port, self.team_id)
+            _, observations = _fetch(self.home, self.daemon_socket, self.team_id)
         except ClientError:
             return  # the subscriber reports the daemon's state; observations simply stay as they were
         self.post_message(Observed(observations))
@@ -389,7 +391,7 @@ class WatchApp(App[None]):
 
                 team = call_remote(self.home, self.machine, "get", team_id=self.team_id)
             else:
-                team, observations = _fetch(self.home, self.port, self.team_id)
+                team, observations = _fetch(self.home, self.daemon_socket, self.team_id)
         except RemoteError as error:
             state = "incompatible" if error.code == INCOMPATIBLE else "refused"
             self.post_message(Link(state, error.detail))
@@ -406,12 +408,12 @@ class WatchApp(App[None]):
     def _render_title(self) -> None:
         title = self.query_one("#title", Static)
         if self.team is None:
-            title.update(Text(f"team {self.team_id} (nothing received yet)"))
+            title.update(shown(f"team {self.team_id} (nothing received yet)"))
             return
         stale = "" if self.link == "live" else "  [last known]"
         team = self.team
         title.update(
-            Text(f"{team['name']}  {team['id']}  {team['state']}  revision {team['revision']}{stale}")
+            shown(f"{team['name']}  {team['id']}  {team['state']}  revision {team['revision']}{stale}")
         )
 
     def _render_team(self) -> None:
@@ -425,12 +427,14 @@ class WatchApp(App[None]):
         roster.clear()
         for member in team.get("members", []):
             roster.add_row(
-                Text(member["name"]),
-                member["state"],
-                self.observations.get(member["id"], "-"),
-                Text(_excerpt(member.get("role")) or "-"),
-                _delivery(member.get("introduction")),
-                Text(f"{member['machineId']}/{member['agentId']}"),
+                *_row(
+                    member["name"],
+                    member["state"],
+                    self.observations.get(member["id"], "-"),
+                    one_line(member.get("role") or "", EXCERPT_CHARS) or "-",
+                    delivery_text(member.get("introduction")),
+                    f"{member['machineId']}/{member['agentId']}",
+                ),
                 key=member["id"],
             )
 
@@ -442,11 +446,13 @@ class WatchApp(App[None]):
         table.clear()
         for e in exchanges:
             table.add_row(
-                e["state"],
-                _delivery(e.get("delivery")),
-                Text(f"{names.get(e['from'], e['from'])} -> {names.get(e['to'], e['to'])}"),
-                Text(_excerpt(e.get("text"))),
-                e["id"],
+                *_row(
+                    e["state"],
+                    delivery_text(e.get("delivery")),
+                    f"{names.get(e['from'], e['from'])} -> {names.get(e['to'], e['to'])}",
+                    one_line(e.get("text") or "", EXCERPT_CHARS),
+                    e["id"],
+                ),
                 key=e["id"],
             )
         ids = [e["id"] for e in exchanges]
@@ -499,5 +505,5 @@ class WatchApp(App[None]):
         self.exit()
 
 
-def run_watch(home: Path, team_id: str, port: int | None, machine: str | None = None) -> None:
-    WatchApp(home, team_id, port, machine=machine).run()
+def run_watch(home: Path, team_id: str, daemon_socket: str | None, machine: str | None = None) -> None:
+    WatchApp(home, team_id, daemon_socket, machine=machine).run()

@@ -1,19 +1,20 @@
-# The client side of the `team` RPC: a small blocking WebSocket client over one loopback socket. Agents run
-# the CLI inside their turns, so a call must start fast: no trio, no core, only the standard library plus
+# The client side of the `team` RPC: a small blocking WebSocket client over the daemon's Unix socket. Agents
+# run the CLI inside their turns, so a call must start fast: no trio, no core, only the standard library plus
 # wsproto (imported when a connection opens). The failure classes are the contract's exit statuses: the
 # daemon is not there (3), the request went out but its answer did not come back (4, retry with the same
 # operation id), or the daemon answered with a protocol error (1).
 from __future__ import annotations
 
 import contextlib
-import json
 import secrets
 import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.core.bounded_json import JsonRefused, parse_json
 from harness.io import home as homes
+from harness.io import local_socket
 from harness.io.rpc import (
     INCOMPATIBLE,
     MAX_FRAME_BYTES,
@@ -27,10 +28,11 @@ from harness.io.rpc import (
 if TYPE_CHECKING:
     import wsproto
 
-HOST = "127.0.0.1"
 CONNECT_TIMEOUT = 5.0
 REPLY_TIMEOUT = 60.0  # beyond a request's own waiting time (`wait --seconds`)
 _RECEIVE_BYTES = 65536
+# The largest reply parsed (a full team snapshot is a few MB at the bounds); the daemon sends no larger.
+REPLY_BYTES = 64 << 20
 
 
 class ClientError(Exception):
@@ -63,24 +65,24 @@ class _Closed(Exception):
     pass
 
 
-def locate_port(home: Path, port: int | None) -> tuple[int, dict[str, Any] | None]:
-    """The daemon's port: `--port`, else what daemon.json of `home` says (with that file's contents)."""
-    if port is not None:
-        return port, None
+def locate_socket(home: Path, socket_path: str | Path | None) -> tuple[Path, dict[str, Any] | None]:
+    """The daemon's socket: `--socket`, else what daemon.json of `home` says (with that file's contents)."""
+    if socket_path is not None:
+        return Path(socket_path), None
     try:
         info = homes.read_daemon_info(home)
-    except homes.HomeError as error:
-        raise Unreachable(str(error)) from None
+    except (homes.HomeError, OSError) as error:
+        raise Unreachable(f"cannot read {home / homes.DAEMON_FILE}: {error}") from None
     if info is None:
         raise Unreachable(
             f"no daemon is running for {home} (no daemon.json); start one with `harness daemon start`"
         )
-    pid, found = info.get("pid"), info.get("port")
-    if not isinstance(found, int) or not isinstance(pid, int):
-        raise Unreachable(f"{home / homes.DAEMON_FILE} does not name a port and pid")
+    pid, found = info.get("pid"), info.get("socket")
+    if not isinstance(found, str) or not isinstance(pid, int):
+        raise Unreachable(f"{home / homes.DAEMON_FILE} does not name a socket and pid")
     if not homes.pid_alive(pid):
         raise Unreachable(f"the daemon recorded in {home / homes.DAEMON_FILE} (pid {pid}) is not running")
-    return found, info
+    return Path(found), info
 
 
 def incompatibility(protocol: object, revision: object) -> str | None:
@@ -98,9 +100,8 @@ def incompatibility(protocol: object, revision: object) -> str | None:
 class Client:
     """One connection to a daemon. Use as a context manager; every method blocks."""
 
-    def __init__(self, port: int, *, host: str = HOST) -> None:
-        self.port = port
-        self.host = host
+    def __init__(self, socket_path: Path) -> None:
+        self.socket_path = socket_path
         self._sock: socket.socket | None = None
         self._ws: wsproto.WSConnection | None = None
         self._frames: list[str] = []
@@ -117,26 +118,26 @@ class Client:
         from wsproto import ConnectionType, WSConnection
         from wsproto.events import AcceptConnection, RejectConnection, Request
 
+        where = self.socket_path
         try:
-            sock = socket.create_connection((self.host, self.port), timeout=CONNECT_TIMEOUT)
+            sock = local_socket.connect(where, CONNECT_TIMEOUT)
         except OSError as error:
-            raise Unreachable(
-                f"no daemon answers on {self.host}:{self.port} ({error.strerror or error})"
-            ) from None
+            raise Unreachable(f"no daemon answers at {where} ({error.strerror or error})") from None
         self._sock = sock
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._ws = ws = WSConnection(ConnectionType.CLIENT)
         try:
-            sock.sendall(ws.send(Request(host=f"{self.host}:{self.port}", target="/")))
+            sock.sendall(ws.send(Request(host="localhost", target="/")))
             while True:
                 for event in self._events():
                     if isinstance(event, AcceptConnection):
                         return
                     if isinstance(event, RejectConnection):
-                        raise Unreachable(f"{self.host}:{self.port} refused the WebSocket handshake")
+                        raise Unreachable(f"{where} refused the WebSocket handshake")
         except (OSError, _Closed) as error:
             self.close()
-            raise Unreachable(f"{self.host}:{self.port} is not a harness daemon ({error})") from None
+            raise Unreachable(
+                f"{where} did not accept this connection ({error}); a daemon serves only its own user"
+            ) from None
 
     def close(self) -> None:
         sock, self._sock = self._sock, None
@@ -197,9 +198,17 @@ class Client:
         """Send one frame as is (tests and fuzzing)."""
         self._send(text)
 
-    def receive_raw(self, timeout: float = REPLY_TIMEOUT) -> dict[str, Any]:
-        frame: dict[str, Any] = json.loads(self._receive(timeout))
+    def _receive_frame(self, timeout: float) -> dict[str, Any]:
+        """The next frame as a JSON object. A reply can come from a paired machine through the gateway, so it
+        is parsed within bounds like any peer input; a frame that is not an object ends the connection."""
+        frame = parse_json(self._receive(timeout), max_bytes=REPLY_BYTES)
+        if not isinstance(frame, dict):
+            detail = frame.detail if isinstance(frame, JsonRefused) else "not a JSON object"
+            raise _Closed(f"the daemon sent a frame that is not one: {detail}")
         return frame
+
+    def receive_raw(self, timeout: float = REPLY_TIMEOUT) -> dict[str, Any]:
+        return self._receive_frame(timeout)
 
     def request(
         self,
@@ -232,12 +241,12 @@ class Client:
     def _result(self, request_id: str, operation_id: str | None, timeout: float) -> Any:
         while True:
             try:
-                reply = json.loads(self._receive(timeout))
+                reply = self._receive_frame(timeout)
             except TimeoutError:
                 raise Uncertain(f"no answer within {timeout:g} s", operation_id) from None
             except (OSError, _Closed) as error:
                 raise Uncertain(f"the daemon went away before answering ({error})", operation_id) from None
-            if not isinstance(reply, dict) or reply.get("requestId") != request_id:
+            if reply.get("requestId") != request_id:
                 continue  # a frame of another request on this connection (a subscription's snapshot)
             if reply.get("type") != RESULT_TYPE:
                 continue
@@ -256,7 +265,7 @@ class Client:
             capabilities = self.request("capabilities")
         except RemoteError as error:  # a daemon so old it does not know `capabilities`
             raise RemoteError(
-                INCOMPATIBLE, f"the daemon on port {self.port} does not speak {PROTOCOL}: {error.detail}"
+                INCOMPATIBLE, f"the daemon at {self.socket_path} does not speak {PROTOCOL}: {error.detail}"
             ) from None
         if not isinstance(capabilities, dict):
             raise RemoteError(INCOMPATIBLE, "the daemon's capabilities are not an object")
@@ -273,7 +282,7 @@ class Client:
         yield self._result(request_id, None, REPLY_TIMEOUT)
         while True:
             try:
-                frame = json.loads(self._receive(timeout if timeout is not None else 1e9))
+                frame = self._receive_frame(timeout if timeout is not None else 1e9)
             except (TimeoutError, OSError, _Closed):
                 return
             if frame.get("type") == SNAPSHOT_TYPE and frame.get("requestId") == request_id:

@@ -1,5 +1,6 @@
 # The machine daemon: the trio shell around the owner's team ledger. It owns the data directory, serves the
-# `team` RPC on loopback, and is the only place where time, random ids and durability enter.
+# `team` RPC on a Unix socket inside it (this user only: the directory is 0700 and each peer's uid is
+# checked), and is the only place where time, random ids and durability enter.
 #
 # Shape (persist before act, as in raft's Ready rule):
 # - RPC handlers, the timer and delivery reports send commands over one bounded channel to the ledger task,
@@ -13,11 +14,13 @@
 #   before acting and reports delivery states back as RecordDelivery commands, or, for a member on a paired
 #   machine, to that machine's desk through the sealed relay (io/remote.py). Team-wide requests (hold,
 #   release, withdrawals) also fan out to every paired machine holding notices of the team.
-# - The remote node always runs beside the desk (one loopback gateway and an idle relay loop until a relay is
-#   configured), so `harness pair` works against a running daemon. Through it, members on paired machines
-#   send their `team` frames here (answered as a local connection would, never with owner authority), and
-#   this machine's desk reports notices of teams owned elsewhere back to their owners.
+# - The remote node always runs beside the desk (one local gateway socket and an idle relay loop until a
+#   relay is configured), so `harness pair` works against a running daemon. Through it, members on paired
+#   machines send their `team` frames here (answered as a local connection would, never with owner
+#   authority), and this machine's desk reports notices of teams owned elsewhere back to their owners.
 # - A handler that loses its client keeps waiting (shielded), so a disconnect never cancels or repeats work.
+# - Every connection runs behind the listener guard (io/listeners.py): a fault or hostile frame of one
+#   connection closes that connection and is counted; it never reaches the daemon's nurseries.
 # - Shutdown stops intake first, then lets every queued command become durable before the stores close.
 from __future__ import annotations
 
@@ -39,7 +42,7 @@ from typing import Any
 
 import attrs
 import trio
-from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest, serve_websocket
+from trio_websocket import ConnectionClosed, WebSocketConnection
 
 from harness.core import delivery as d
 from harness.core.codec import (
@@ -114,6 +117,15 @@ from harness.io.journal import (
     ledger_store_dir,
     ledgers_dir,
 )
+from harness.io.listeners import (
+    Listener,
+    ListenerLimits,
+    Slot,
+    close_websocket,
+    local_listener,
+    raise_open_files_limit,
+)
+from harness.io.local_socket import same_user
 from harness.io.remote import (
     RemoteNode,
     RemoteRefused,
@@ -154,7 +166,8 @@ CHECK_ENV = "HARNESS_CHECK_INVARIANTS"
 
 def checking_invariants() -> bool:
     return os.environ.get(CHECK_ENV) == "1"
-HOST = "127.0.0.1"
+
+
 # Commands waiting for the ledger task before RPC handlers feel back-pressure.
 LEDGER_QUEUE = 64
 # Commands stepped but not yet durable; bounds the memory a burst can pin and the work a crash can lose.
@@ -268,7 +281,7 @@ def replay(team_id: str, recovery: Recovery, limits: Limits) -> tuple[Team | Non
 
 
 class Daemon:
-    """One daemon per data directory. `await nursery.start(daemon.run, port)` returns once it listens."""
+    """One daemon per data directory. `await nursery.start(daemon.run)` returns once it listens."""
 
     def __init__(
         self,
@@ -281,13 +294,15 @@ class Daemon:
         runner_timing: RunnerTiming | None = None,
         remote: Callable[[Path], RemoteNode] | None = None,
         log: Callable[[str], None] | None = None,
+        listener_limits: ListenerLimits | None = None,
     ) -> None:
         self.home = home
         self.limits = limits
         self.clock = clock
-        self.port = 0
+        self.socket_path = home / homes.SOCKET_FILE
         self.machine_id = ""
-        self.internal_errors = 0  # handler faults (bugs); tests assert it stays 0
+        self._started_at = now_ms()
+        self._faults = 0  # faults of the daemon outside a connection (a broken invariant, a remote frame)
         self._checkpoints = checkpoint_policy or CheckpointPolicy()
         self._terminals = terminals
         self._runner_timing = runner_timing or RunnerTiming()
@@ -295,8 +310,13 @@ class Daemon:
         self.agents = AgentRegistry(home / REGISTRY_FILE)  # loaded in `run`
         self.desk: DeskRunner | None = None  # this machine's delivery desk, opened in `run`
         self._log = log or (lambda line: print(f"harness daemon: {line}", file=sys.stderr, flush=True))
+        self.rpc = Listener(
+            "rpc", listener_limits or ListenerLimits(), self._log, peer_ok=lambda s: same_user(s.socket)
+        )
         # Built in `run`, once the data directory exists (tests pass faster reconnects).
-        self._new_node = remote or (lambda home: RemoteNode(home, log=self._log))
+        self._new_node = remote or (
+            lambda home: RemoteNode(home, log=self._log, listener_limits=self.rpc.limits)
+        )
         self.node: RemoteNode | None = None
         self._token = ""
         self.working: Ledger = EMPTY_LEDGER  # stepped, maybe not yet durable: only the ledger task reads it
@@ -314,6 +334,12 @@ class Daemon:
         self._stop_scope: trio.CancelScope | None = None
         self._stop_requested = False
 
+    @property
+    def internal_errors(self) -> int:
+        """Faults of harness met while serving (bugs); the tests assert it stays 0."""
+        gateway = 0 if self.node is None else self.node.gateway.stats.internal_errors
+        return self._faults + self.rpc.stats.internal_errors + gateway
+
     # --- lifecycle ----------------------------------------------------------------------------------------
 
     def stop(self) -> None:
@@ -322,11 +348,10 @@ class Daemon:
         if self._stop_scope is not None:
             self._stop_scope.cancel()
 
-    async def run(
-        self, port: int = 0, *, task_status: trio.TaskStatus[Daemon] = trio.TASK_STATUS_IGNORED
-    ) -> None:
+    async def run(self, *, task_status: trio.TaskStatus[Daemon] = trio.TASK_STATUS_IGNORED) -> None:
         homes.ensure_home(self.home)
         lock_fd = homes.lock_home(self.home)
+        raise_open_files_limit()
         try:
             self._token = homes.owner_token(self.home)
             self.machine_id = homes.machine_id(self.home)
@@ -351,16 +376,18 @@ class Daemon:
             )
             await self._recover()
             try:
-                await self._serve(port, task_status)
+                await self._serve(task_status)
             finally:
                 with trio.CancelScope(shield=True):
                     for store in self.stores.values():
                         await store.aclose()
                     homes.remove_daemon_info(self.home, os.getpid())
+                    with contextlib.suppress(FileNotFoundError):
+                        self.socket_path.unlink()  # ours: the lock is still held
         finally:
             os.close(lock_fd)
 
-    async def _serve(self, port: int, task_status: trio.TaskStatus[Daemon]) -> None:
+    async def _serve(self, task_status: trio.TaskStatus[Daemon]) -> None:
         tickets_send, tickets_receive = trio.open_memory_channel[Pending](PIPELINE_DEPTH)
         async with trio.open_nursery() as core:
             core.start_soon(self._ledger_task, tickets_send, core)
@@ -375,20 +402,12 @@ class Daemon:
                 if self._stop_requested:
                     self._stop_scope.cancel()
                 async with trio.open_nursery() as front:
-                    server = await front.start(
-                        partial(
-                            serve_websocket,
-                            self._connection,
-                            HOST,
-                            port,
-                            None,
-                            max_message_size=HARD_FRAME_BYTES,
-                        )
-                    )
-                    self.port = server.port
+                    listener = local_listener(self.socket_path)
+                    handler = self.rpc.websockets(self._connection, HARD_FRAME_BYTES)
+                    await front.start(self.rpc.serve, listener, handler)
                     homes.write_private_json(self.home / homes.DAEMON_FILE, self.info())
                     front.start_soon(self._timer_task)
-                    self._log(f"listening on {HOST}:{self.port} (home {self.home}, pid {os.getpid()})")
+                    self._log(f"listening on {self.socket_path} (pid {os.getpid()})")
                     task_status.started(self)
             # Intake is closed: the ledger drains its queue, then the finisher and the delivery worker theirs.
             # Peers' requests would only be refused now, and notices still in its outboxes are owed in the
@@ -400,9 +419,8 @@ class Daemon:
     def info(self) -> dict[str, Any]:
         return {
             "pid": os.getpid(),
-            "host": HOST,
-            "port": self.port,
-            "startedAt": now_ms(),
+            "socket": str(self.socket_path),
+            "startedAt": self._started_at,
             "machineId": self.machine_id,
             "protocol": PROTOCOL,
             "protocolRevision": PROTOCOL_REVISION,
@@ -437,7 +455,7 @@ class Daemon:
 
     def _violated(self, what: str, violation: tuple[str, str]) -> str:
         """A core invariant broken (CHECK_ENV): a bug of harness, counted and logged; the caller stops."""
-        self.internal_errors += 1
+        self._faults += 1
         why = f"{ErrorCode.CORRUPT_STATE}: invariant {violation[0]} broken by {what}: {violation[1]}"
         self._log(why)
         return why
@@ -522,6 +540,9 @@ class Daemon:
         team_id = pending.command.team_id
         team = outcome.state.teams[team_id]
         self.durable = _with_team(self.durable, team_id, team)
+        if isinstance(pending.command, RemoveMember) and outcome.changed:
+            # Its key is revoked in the ledger; the file that held it for its introduction goes too.
+            homes.remove_member_key(self.home, team_id, pending.command.membership_id)
         for effect in outcome.effects:
             if isinstance(effect, ArmTimer):
                 self._arm(team_id, effect.at)
@@ -688,34 +709,34 @@ class Daemon:
 
     # --- connections ----------------------------------------------------------------------------------------
 
-    async def _connection(self, request: WebSocketRequest) -> None:
-        ws = await request.accept()
+    async def _connection(self, ws: WebSocketConnection, slot: Slot) -> None:
         slots = trio.Semaphore(CONNECTION_REQUESTS)
         async with trio.open_nursery() as nursery:
             try:
                 while True:
                     message = await ws.get_message()
+                    slot.touch()
                     await slots.acquire()
-                    nursery.start_soon(self._one_request, ws, message, slots)
+                    nursery.start_soon(self._one_request, ws, message, slots, slot)
             except ConnectionClosed:
                 pass
             # The client is gone: waits and subscriptions end; shielded submissions still finish.
             nursery.cancel_scope.cancel()
 
     async def _one_request(
-        self, ws: WebSocketConnection, message: str | bytes, slots: trio.Semaphore
+        self, ws: WebSocketConnection, message: str | bytes, slots: trio.Semaphore, slot: Slot
     ) -> None:
         try:
-            frame = await self._answer(ws, message)
-            if frame is not None:
-                await ws.send_message(frame)
+            with slot.working():  # a request in flight (a wait, a subscription) keeps its connection open
+                frame = await self._answer(ws, message)
+                if frame is not None:
+                    await ws.send_message(frame)
         except ConnectionClosed:
             pass
         except Exception:
             # A fault of this daemon, not of the request: close this one connection and keep serving.
-            self.internal_errors += 1
-            self._log("internal error while serving a request:\n" + traceback.format_exc())
-            await ws.aclose(1011, "internal error")
+            self.rpc.fault()
+            await close_websocket(ws, 1011, "internal error")
         finally:
             slots.release()
 
@@ -729,7 +750,7 @@ class Daemon:
         try:
             reply = await self._answer(None, message)
         except Exception:
-            self.internal_errors += 1
+            self._faults += 1
             self._log("internal error while serving a remote request:\n" + traceback.format_exc())
             reply = None
         finally:
@@ -741,6 +762,8 @@ class Daemon:
         try:
             request = parse_request(message)
         except FrameError as error:
+            if ws is not None:
+                self.rpc.stats.refused_frames += 1
             return error_frame(error.request_id, BAD_REQUEST, error.detail)
         try:
             if request.action == "subscribe":
@@ -895,23 +918,35 @@ class Daemon:
         key = None if member is None else next((k for k, m in team.keys.items() if m == member.id), None)
         if member is None or key is None:
             raise ActionError(E.NOT_FOUND.value, f"no active member {member_id!r} in team {team.id!r}")
+        command = self._command_prefix(self.durable, team.id, key)
+        local = member.machine_id == self.machine_id
+        key_file = str(homes.member_key_path(self.home, team.id, member.id)) if local else None
         return {
             "teamId": team.id,
             "memberId": member.id,
             "name": member.name,
             "memberKey": key,
-            "command": self._command_prefix(self.durable, team.id, key),
+            "keyFile": key_file,
+            "command": command,
         }
 
     def _command_prefix(self, ledger: Ledger, team_id: str, member_key: str) -> str:
-        """The shell prefix a member's introduction teaches: this data directory for a member on this machine;
-        a member on a paired machine calls its own daemon, which carries the call here (`--machine`)."""
+        """The shell prefix a member's introduction teaches: for a member on this machine, this data directory
+        and the member's key file, written (durably) here before the prefix can reach any desk; a member on a
+        paired machine calls its own daemon, which carries the call here (`--machine`)."""
         team = ledger.teams.get(team_id)
         member_id = None if team is None else team.keys.get(member_key)
         member = None if team is None or member_id is None else team.members.get(member_id)
-        if member is not None and member.machine_id != self.machine_id:
+        if member is None:  # a revoked key (core passes "REVOKED"): there is no file to name
+            return command_prefix(self.home, team_id, Path("REVOKED"))
+        if member.machine_id != self.machine_id:
             return remote_command_prefix(self.machine_id, team_id, member_key)
-        return command_prefix(self.home, team_id, member_key)
+        try:
+            key_file = homes.write_member_key(self.home, team_id, member.id, member_key)
+        except OSError as error:  # the next start writes it again (restatement asks for every prefix)
+            key_file = homes.member_key_path(self.home, team_id, member.id)
+            self._log(f"cannot write the key file {key_file}: {error}")
+        return command_prefix(self.home, team_id, key_file)
 
     async def _lifecycle(self, command: TeamCommand) -> object:
         team = await self._run(command)
@@ -1115,6 +1150,18 @@ class Daemon:
             }
         return {**entry_view(entry), "machineId": self.machine_id, "delivery": delivery}
 
+    async def _action_daemon_status(self, request: Request) -> object:
+        """What `harness daemon status` and `harness doctor` show of a running daemon: its listeners'
+        refusal and fault counters."""
+        listeners = {"rpc": self.rpc.stats.view()}
+        if self.node is not None:
+            listeners["gateway"] = self.node.gateway.stats.view()
+        return {
+            **self.info(),
+            "internalErrors": self.internal_errors,
+            "listeners": listeners,
+        }
+
     async def _action_agent_remove(self, request: Request) -> object:
         with _agent_errors():
             entry = await self.agents.remove(request.text("agentId"))
@@ -1149,7 +1196,7 @@ def _answered_at(exchange: Exchange) -> int:
     return exchange.answer.at if exchange.answer is not None else 0
 
 
-async def serve_until_signalled(daemon: Daemon, port: int) -> None:
+async def serve_until_signalled(daemon: Daemon) -> None:
     """Run `daemon` until SIGTERM or SIGINT, then stop it cleanly."""
     import signal
 
@@ -1162,5 +1209,5 @@ async def serve_until_signalled(daemon: Daemon, port: int) -> None:
                     return
 
             nursery.start_soon(watch)
-            await daemon.run(port)
+            await daemon.run()
             nursery.cancel_scope.cancel()

@@ -1,14 +1,17 @@
 # Read-only health checks and backups of the ledger stores, for `harness doctor` and `harness team export`.
 # Before anyone repairs a damaged store by hand they need to see exactly what is wrong (file, byte offset)
 # and keep a copy; neither step may change a byte, so nothing here opens a store for writing or takes its
-# lock, and readers tolerate a daemon compacting beside them.
+# lock, and readers tolerate a daemon compacting beside them. The doctor also shows what a running daemon's
+# listeners refused and dropped, so an attack on them (or a misbehaving client) is visible.
 from __future__ import annotations
 
 import json
 from pathlib import Path
 from typing import Final
 
+from harness.io.client import Client, ClientError, locate_socket
 from harness.io.fileops import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, FileOps, write_all
+from harness.io.home import read_owner_token
 from harness.io.journal import (
     LOCK_NAME,
     TEAMS_DIR,
@@ -160,3 +163,16 @@ def export_store(directory: Path, out: Path, *, ops: FileOps | None = None) -> d
 def export_team(data_dir: Path, team_id: str, out: Path, *, ops: FileOps | None = None) -> dict[str, object]:
     """`export_store` of team `team_id`'s ledger under `data_dir` (`harness team --team ID export --out`)."""
     return export_store(ledger_store_dir(data_dir, team_id), out, ops=ops)
+
+
+def daemon_listeners(data_dir: Path) -> dict[str, object]:
+    """The running daemon's own account of its listeners (`daemon_status`): per listener (rpc, gateway) the
+    connections accepted and open, peers refused (another user), frames refused, connections dropped (cap,
+    deadlines) and internal errors. {"running": false, "detail"} when no daemon answers."""
+    try:
+        where, _ = locate_socket(data_dir, None)
+        with Client(where) as client:
+            status = client.request("daemon_status", owner_token=read_owner_token(data_dir))
+    except ClientError as error:
+        return {"running": False, "detail": error.detail}
+    return {"running": True, **status}

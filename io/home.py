@@ -1,6 +1,8 @@
 # The daemon's data directory: where it is, and the small private files that let a client find a running
-# daemon (daemon.json) and prove owner authority (the owner token). Clients import this on every CLI call,
-# so it uses the standard library only (platformdirs is imported only when no directory was named).
+# daemon (daemon.json, which names its socket), prove owner authority (the owner token) and act as a member
+# (the member key files an introduction names, so that no key travels on a command line). Everything in it
+# is private to one user, and so must the directory be. Clients import this on every CLI call, so it uses the
+# standard library only (platformdirs is imported only when no directory was named).
 from __future__ import annotations
 
 import contextlib
@@ -8,6 +10,7 @@ import fcntl
 import json
 import os
 import secrets
+import stat
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -22,6 +25,9 @@ LOCK_FILE = "daemon.lock"
 TOKEN_FILE = "owner-token"
 MACHINE_FILE = "machine-id"
 LOG_FILE = "daemon.log"
+SOCKET_FILE = "daemon.sock"
+KEYS_DIR = "keys"
+KEY_SUFFIX = ".key"
 
 
 class HomeError(Exception):
@@ -45,11 +51,22 @@ def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
 
 
 def ensure_home(home: Path) -> Path:
-    """Create the data directory (0700) if needed; refuse one that others can read or write."""
-    home.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
-    mode = home.stat().st_mode & 0o777
-    if mode != PRIVATE_DIR_MODE:
-        os.chmod(home, PRIVATE_DIR_MODE)
+    """Create the data directory (0700) if needed. An existing one must be this user's own and private: a
+    shared directory (/tmp's 1777, a group's 0775, a readable 0755) is refused, never taken over, since
+    others could have placed files (or links) in it or read what it holds."""
+    try:
+        home.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+        found = home.stat()
+    except OSError as error:
+        raise HomeError(f"cannot use {home} as the data directory: {error.strerror or error}") from None
+    if not stat.S_ISDIR(found.st_mode):
+        raise HomeError(f"{home} is not a directory")
+    mode = stat.S_IMODE(found.st_mode)
+    if found.st_uid != os.geteuid() or mode & 0o077:
+        raise HomeError(
+            f"{home} is not a private directory of this user (owner uid {found.st_uid}, mode {mode:04o}); "
+            "name a directory of your own that only you can use (chmod 700), or a new one (created 0700)"
+        )
     return home
 
 
@@ -91,17 +108,26 @@ def machine_id(home: Path) -> str:
 
 def write_private_json(path: Path, data: dict[str, Any]) -> None:
     """Atomically replace `path` with `data` (write temp, fsync, rename, fsync directory), mode 0600."""
+    write_private_text(path, json.dumps(data, indent=2) + "\n")
+
+
+def write_private_text(path: Path, text: str) -> None:
+    """Atomically replace `path` with `text` (write temp, fsync, rename, fsync directory), mode 0600."""
     temp = path.with_name(path.name + ".tmp")
     with contextlib.suppress(FileNotFoundError):
         temp.unlink()
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, PRIVATE_FILE_MODE)
     try:
-        os.write(fd, (json.dumps(data, indent=2) + "\n").encode())
+        os.write(fd, text.encode())
         os.fsync(fd)
     finally:
         os.close(fd)
     os.rename(temp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    dir_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         os.fsync(dir_fd)
     finally:
@@ -145,6 +171,53 @@ def lock_home(home: Path) -> int:
     except BlockingIOError:
         os.close(fd)
         info = read_daemon_info(home) or {}
-        where = f" (pid {info.get('pid')}, port {info.get('port')})" if info else ""
+        where = f" (pid {info.get('pid')}, socket {info.get('socket')})" if info else ""
         raise DaemonRunning(f"a daemon is already running for {home}{where}") from None
     return fd
+
+
+# --- member key files ---------------------------------------------------------------------------------------
+
+
+def member_key_path(home: Path, team_id: str, member_id: str) -> Path:
+    """Where a member's key is kept for its introduction to name (ids are letters, digits and `._:-`, and
+    start with a letter or digit, so they are safe file names)."""
+    return home / KEYS_DIR / team_id / f"{member_id}{KEY_SUFFIX}"
+
+
+def _private_dir(path: Path) -> None:
+    try:
+        path.mkdir(mode=PRIVATE_DIR_MODE)
+    except FileExistsError:
+        return
+    _fsync_dir(path.parent)
+
+
+def write_member_key(home: Path, team_id: str, member_id: str, key: str) -> Path:
+    """The member's key file (0600), created once and made durable (file and directory fsync) before its
+    path is handed out. A file holding another key (damaged by hand) is replaced atomically."""
+    path = member_key_path(home, team_id, member_id)
+    with contextlib.suppress(FileNotFoundError, UnicodeDecodeError):
+        if path.read_text().strip() == key:
+            return path
+    _private_dir(home / KEYS_DIR)
+    _private_dir(path.parent)
+    write_private_text(path, key + "\n")
+    return path
+
+
+def remove_member_key(home: Path, team_id: str, member_id: str) -> None:
+    """Forget a removed member's key file (its key is already revoked in the ledger)."""
+    with contextlib.suppress(FileNotFoundError):
+        member_key_path(home, team_id, member_id).unlink()
+
+
+def read_member_key(path: Path) -> str:
+    """The key in a member key file; HomeError when it cannot be read or holds none."""
+    try:
+        key = path.read_text().strip()
+    except (OSError, UnicodeDecodeError) as error:
+        raise HomeError(f"cannot read the member key file {path}: {error}") from None
+    if not key or len(key.split()) != 1:
+        raise HomeError(f"{path} does not hold one member key")
+    return key

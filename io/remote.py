@@ -9,8 +9,9 @@
 #   harmless. A peer that is offline or unpaired shows as `queued` with reason `offline`/`unpaired`.
 # - destination: requests from a team's owner reach the local TeamDelivery; its reports about remote-owned
 #   teams travel back to the owner through the same kind of outbox. The destination owns its receipts.
-# - gateway: a member's CLI on this machine (`--machine MACHINE_ID`) sends its ordinary `team` frame to a
-#   loopback gateway, which forwards it sealed to the owning machine and returns the owner's `team_result`.
+# - gateway: a member's CLI on this machine (`--machine MACHINE_ID`) sends its ordinary `team` frame to the
+#   gateway, a Unix socket in the data directory (this user only, as the daemon's own socket), which forwards
+#   it sealed to the owning machine and returns the owner's `team_result`.
 #   A frame arriving from a peer never carries owner authority (its ownerToken is dropped), except to observe:
 #   the gateway serves only its own machine's owner, and a paired machine's owner may read a team (`get`,
 #   `members`, `list`: what `watch --machine` shows), never change it or learn a member key.
@@ -37,13 +38,12 @@ import threading
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from functools import partial
 from pathlib import Path
 from typing import Any, Final, Protocol
 
 import attrs
 import trio
-from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest, serve_websocket
+from trio_websocket import ConnectionClosed, WebSocketConnection
 
 from harness.core import delivery as d
 from harness.core.codec import desk_command_from_json, desk_command_to_json, to_json
@@ -52,6 +52,8 @@ from harness.core.errors import Rejected
 from harness.io import home as homes
 from harness.io import pairing
 from harness.io.client import Client, Unreachable
+from harness.io.listeners import Listener, ListenerLimits, Slot, close_websocket, local_listener
+from harness.io.local_socket import same_user
 from harness.io.relay import (
     DROPPED,
     OFFLINE,
@@ -62,7 +64,7 @@ from harness.io.relay import (
     connect_relay,
 )
 from harness.io.relay import Notice as RelayNotice
-from harness.io.rpc import BAD_REQUEST, UNAUTHORIZED, error_frame
+from harness.io.rpc import BAD_REQUEST, HARD_FRAME_BYTES, UNAUTHORIZED, FrameError, error_frame, parse_frame
 from harness.io.seal import (
     DEFAULT_BLOCK,
     DEFAULT_REKEY_AT,
@@ -79,8 +81,8 @@ UNPAIRED: Final = "unpaired"
 UNCERTAIN: Final = "uncertain"
 UNPAIRED_BLOB: Final = b"\x02"
 GATEWAY_FILE: Final = "gateway.json"
+GATEWAY_SOCKET: Final = "gateway.sock"
 ROUTES_FILE: Final = "routes.json"
-HOST: Final = "127.0.0.1"
 # Answered request ids remembered per peer, so a retry is answered, not redone. At least the seal's replay
 # window: an old frame that still passes the window must find its request id here (the model checker's
 # `serve-retried-request-again` mutant shows what serving it again does).
@@ -188,6 +190,7 @@ class RemoteNode:
         seal_block: int = DEFAULT_BLOCK,
         rekey_at: int = DEFAULT_REKEY_AT,
         log: Callable[[str], None] | None = None,
+        listener_limits: ListenerLimits | None = None,
     ) -> None:
         self.home = home
         self.identity = pairing.identity(home)
@@ -196,7 +199,6 @@ class RemoteNode:
         self.request_timeout = request_timeout
         self.retry_min = retry_min
         self.retry_max = retry_max
-        self.gateway_port = 0
         self.stats: collections.Counter[str] = collections.Counter()
         self.local_delivery: TeamDelivery | None = None  # this machine's desk, for requests from owners
         self.report_local: Reporter | None = None  # this machine's ledger, for reports from destinations
@@ -213,6 +215,10 @@ class RemoteNode:
         self._peers: dict[str, pairing.Peer] = {}
         self._peers_stamp: int | None = -1
         self._remote_dir = pairing.remote_dir(home)  # made once: later uses only read and write in it
+        self.gateway_socket = self._remote_dir / GATEWAY_SOCKET
+        self.gateway = Listener(
+            "gateway", listener_limits or ListenerLimits(), self._log, peer_ok=lambda s: same_user(s.socket)
+        )
         self._peers_path = self._remote_dir / pairing.PEERS_FILE
         self._peers_loaded = False  # after the first load, machines paired (again) are told to `on_paired`
         self._send: dict[str, SendSession] = {}
@@ -313,13 +319,12 @@ class RemoteNode:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
-                server = await nursery.start(
-                    partial(serve_websocket, self._gateway, HOST, 0, None, max_message_size=4 << 20)
-                )
-                self.gateway_port = server.port
+                listener = local_listener(self.gateway_socket)
+                handler = self.gateway.websockets(self._gateway, HARD_FRAME_BYTES)
+                await nursery.start(self.gateway.serve, listener, handler)
                 homes.write_private_json(
                     self._remote_dir / GATEWAY_FILE,
-                    {"port": self.gateway_port, "pid": os.getpid()},
+                    {"socket": str(self.gateway_socket), "pid": os.getpid()},
                 )
                 for machine, outbox in self._outboxes.items():
                     nursery.start_soon(self._outbox_worker, machine, outbox)
@@ -330,6 +335,8 @@ class RemoteNode:
             self._nursery = None
             with contextlib.suppress(FileNotFoundError):
                 (self._remote_dir / GATEWAY_FILE).unlink()
+            with contextlib.suppress(FileNotFoundError):
+                self.gateway_socket.unlink()
 
     def stop(self) -> None:
         """Leave the relay and stop serving; `run` returns."""
@@ -739,23 +746,26 @@ class RemoteNode:
 
     # --- the CLI gateway -----------------------------------------------------------------------------------
 
-    async def _gateway(self, request: WebSocketRequest) -> None:
-        ws = await request.accept()
+    async def _gateway(self, ws: WebSocketConnection, slot: Slot) -> None:
         async with trio.open_nursery() as nursery:
             try:
                 while True:
                     message = await ws.get_message()
-                    nursery.start_soon(self._gateway_request, ws, message)
+                    slot.touch()
+                    nursery.start_soon(self._gateway_request, ws, message, slot)
             except ConnectionClosed:
                 nursery.cancel_scope.cancel()
 
-    async def _gateway_request(self, ws: WebSocketConnection, message: str | bytes) -> None:
+    async def _gateway_request(self, ws: WebSocketConnection, message: str | bytes, slot: Slot) -> None:
+        with slot.working():
+            await self._gateway_answer(ws, message)
+
+    async def _gateway_answer(self, ws: WebSocketConnection, message: str | bytes) -> None:
         try:
-            frame = json.loads(message)
-            if not isinstance(frame, dict):
-                raise ValueError("not an object")
-        except ValueError:
-            await ws.send_message(error_frame(None, BAD_REQUEST, "a frame is one JSON object"))
+            frame = parse_frame(message)
+        except FrameError as error:
+            self.gateway.stats.refused_frames += 1
+            await ws.send_message(error_frame(None, BAD_REQUEST, error.detail))
             return
         request_id = frame.get("requestId") if isinstance(frame.get("requestId"), str) else None
         token = frame.pop("ownerToken", None)
@@ -779,12 +789,12 @@ class RemoteNode:
             reply = error_frame(request_id, error.code, error.detail)
         except RemoteRefused as error:
             if error.code == UNCERTAIN:
-                await ws.aclose(1011, f"uncertain: {error.detail}"[:120])
+                await close_websocket(ws, 1011, f"uncertain: {error.detail}"[:120])
                 return
             reply = error_frame(request_id, error.code, error.detail)
         except RemoteUncertain as error:
             # No answer is the honest answer: the client reports an uncertain outcome (exit 4).
-            await ws.aclose(1011, f"uncertain: {error}"[:120])
+            await close_websocket(ws, 1011, f"uncertain: {error}"[:120])
             return
         with contextlib.suppress(ConnectionClosed):
             await ws.send_message(reply)
@@ -881,21 +891,21 @@ async def attach_remote(
     await node.run(host.answer_frame, task_status=task_status)
 
 
-def gateway_port(home: Path) -> int:
-    """The port of the running daemon's remote gateway; Unreachable when none runs."""
+def gateway_socket(home: Path) -> Path:
+    """The socket of the running daemon's remote gateway; Unreachable when none runs."""
     try:
         info = json.loads((home / pairing.REMOTE_DIR / GATEWAY_FILE).read_text())
-    except (FileNotFoundError, ValueError):
+    except (OSError, ValueError):
         info = None
     if (
         not isinstance(info, dict)
-        or not isinstance(info.get("port"), int)
+        or not isinstance(info.get("socket"), str)
         or not isinstance(info.get("pid"), int)
     ):
         raise Unreachable(f"no remote gateway runs for {home}; start the daemon with the relay attached")
     if not homes.pid_alive(info["pid"]):
         raise Unreachable(f"the remote gateway recorded in {home} (pid {info['pid']}) is not running")
-    return int(info["port"])
+    return Path(info["socket"])
 
 
 def call_remote(
@@ -912,7 +922,7 @@ def call_remote(
     """`team` RPC to a team owned by paired machine `machine`, through this machine's gateway. Blocking;
     raises the client's errors (RemoteError with `offline`/`unpaired`, Uncertain, Unreachable)."""
     token = homes.read_owner_token(home)
-    with Client(gateway_port(home)) as client:
+    with Client(gateway_socket(home)) as client:
         return client.request(
             action,
             team_id=team_id,

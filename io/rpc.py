@@ -1,15 +1,18 @@
 # The `team` RPC frames of team.v1, shared by the daemon and its clients: one JSON object per WebSocket text
-# message. Parsing is strict and total (every input is a Request or a FrameError, never a crash) because the
-# frames come from any local process. Standard library only: the CLI imports this on every call.
+# message. Parsing is strict and total (every input is a Request or a FrameError, never a crash, whatever its
+# size or nesting) because the frames come from other processes and, through the gateway, other machines.
+# Standard library only: the CLI imports this on every call.
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from harness.core.bounded_json import JsonRefused, parse_json
+
 PROTOCOL: Final = "team.v1"
 # Bumped when an action or field is added, so a client can explain an older daemon instead of failing oddly.
-PROTOCOL_REVISION: Final = 2
+PROTOCOL_REVISION: Final = 3
 FEATURES: Final = (
     "operation-ids",  # create/add/ask are idempotent by their id; conflicting reuse fails with `conflict`
     "late-answers",  # a reply after expiry or cancellation is kept with `late: true`
@@ -18,6 +21,7 @@ FEATURES: Final = (
     "member-key",  # the owner-only `key` action hands a member's key out for its introduction
     "delivery-view",  # exchanges carry the destination's delivery observation
     "agents",  # the owner-only agent_register/list/show/remove actions over this machine's agent registry
+    "listener-stats",  # the owner-only daemon_status action: the listeners' refusal and fault counters
 )
 
 # A request of team.v1 is at most ~50,000 characters of fields; this leaves room for escaping while keeping
@@ -68,11 +72,20 @@ ACTIONS: Final[dict[str, Action]] = {
     "delivery_check": _action("questionId", "notice", owner_only=True),
     "subscribe": _action(owner_only=True),
     "agent_register": _action(
-        "agentId", "name", "engine", "tmux", "cwd", "startedBy", needs_team=False, owner_only=True
+        "agentId",
+        "name",
+        "engine",
+        "tmux",
+        "cwd",
+        "startedBy",
+        "inboxOnly",
+        needs_team=False,
+        owner_only=True,
     ),
     "agent_list": _action(needs_team=False, owner_only=True),
     "agent_show": _action("agentId", needs_team=False, owner_only=True),
     "agent_remove": _action("agentId", needs_team=False, owner_only=True),
+    "daemon_status": _action(needs_team=False, owner_only=True),
 }
 
 _FRAME_KEYS: Final = frozenset({"type", "requestId", "action", "teamId", "memberKey", "ownerToken"})
@@ -149,28 +162,21 @@ class Request:
         return tuple(value)
 
 
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not JSON")
+def parse_frame(message: str | bytes) -> dict[str, Any]:
+    """One JSON object from a text frame, bounded in size and depth before it is parsed. Raises FrameError."""
+    if isinstance(message, bytes):
+        raise FrameError("binary frames are not accepted; send JSON text")
+    data = parse_json(message, max_bytes=MAX_FRAME_BYTES)
+    if isinstance(data, JsonRefused):
+        raise FrameError(f"frame refused ({data.reason}): {data.detail}")
+    if not isinstance(data, dict):
+        raise FrameError("a frame is one JSON object")
+    return data
 
 
 def parse_request(message: str | bytes) -> Request:
     """Validate one incoming message as a `team` request. Raises FrameError, nothing else."""
-    if isinstance(message, bytes):
-        raise FrameError("binary frames are not accepted; send JSON text")
-    if len(message) > MAX_FRAME_BYTES or len(message.encode("utf-8", "surrogatepass")) > MAX_FRAME_BYTES:
-        raise FrameError(f"frame is larger than {MAX_FRAME_BYTES} bytes")
-    try:
-        data = json.loads(message, parse_constant=_reject_constant)
-    except (ValueError, RecursionError) as error:
-        raise FrameError(f"frame is not JSON: {error}") from None
-    if not isinstance(data, dict):
-        raise FrameError("a frame is one JSON object")
-    if "\\u" in message:
-        # An escaped lone surrogate parses but can never be written out again as UTF-8 (journal, replies).
-        try:
-            json.dumps(data, ensure_ascii=False).encode()
-        except UnicodeEncodeError:
-            raise FrameError("frame holds an unpaired surrogate escape") from None
+    data = parse_frame(message)
     request_id = data.get("requestId")
     if not isinstance(request_id, str) or not request_id or len(request_id) > MAX_REQUEST_ID_CHARS:
         raise FrameError(f"'requestId' must be a string of 1 to {MAX_REQUEST_ID_CHARS} characters")

@@ -71,12 +71,17 @@ async def request(delivery: TeamDelivery, command: OwnerRequest) -> None:
         await delivery.consume(command)
 
 
-def command_prefix(home: Path, team_id: str, member_key: str) -> str:
-    """The exact shell prefix a member's introduction teaches; it carries the member's private key."""
-    return f"harness team --home {shlex.quote(str(home))} --team {shlex.quote(team_id)} --key {member_key}"
+def command_prefix(home: Path, team_id: str, key_file: Path) -> str:
+    """The exact shell prefix a member's introduction teaches. It names the member's private key file (0600,
+    in the data directory), never the key: a command line is visible to every local user (`ps`), and it
+    stays in a pane's scrollback and a shell's history."""
+    home_arg, team, key_arg = (shlex.quote(str(value)) for value in (home, team_id, key_file))
+    return f"harness team --home {home_arg} --team {team} --key-file {key_arg}"
 
 
 def remote_command_prefix(owner_machine: str, team_id: str, member_key: str) -> str:
-    """The prefix for a member on a paired machine: its daemon's gateway carries each call to the owner."""
+    """The prefix for a member on a paired machine: its daemon's gateway carries each call to the owner.
+    It still carries the key itself: the member's machine keeps no key file for it yet (spec/remote-v1.md,
+    Left open)."""
     machine, team = shlex.quote(owner_machine), shlex.quote(team_id)
     return f"harness team --machine {machine} --team {team} --key {member_key}"

@@ -8,16 +8,19 @@
 # requests to the daemon with the owner token added, allowing only what the page offers (reads, pause, resume,
 # archive, cancel, and the checks), for this server's team only. A member key can never be asked for.
 #
-# Each page connection gets its own daemon connection, located afresh through daemon.json, so a daemon
-# restart (even on another port) costs the page one reconnect; the page keeps the newest revision it has seen.
+# Each page connection gets its own daemon connection (the daemon's Unix socket), located afresh through
+# daemon.json, so a daemon restart costs the page one reconnect; the page keeps the newest revision it saw.
+#
+# This is the one TCP listener harness keeps, so anything on the machine (and any web page in a browser) can
+# reach it: a Host that is not this server's own loopback address (DNS rebinding) and a foreign Origin are
+# refused before any upgrade, the page's frames are small and parsed within bounds, and the listener guard
+# (io/listeners.py) caps connections and drops one that has not presented a valid ticket in time.
 from __future__ import annotations
 
 import hmac
 import json
 import secrets
 from collections.abc import Callable
-from contextlib import suppress
-from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
@@ -31,18 +34,27 @@ from trio_websocket import (
     wrap_server_stream,
 )
 
+from harness.core.bounded_json import JsonRefused, parse_json
 from harness.io import home as homes
-from harness.io.client import ClientError, incompatibility, locate_port
+from harness.io.client import REPLY_BYTES, ClientError, incompatibility, locate_socket
+from harness.io.listeners import (
+    Listener,
+    ListenerLimits,
+    Slot,
+    close_websocket,
+    open_local_stream,
+    raise_open_files_limit,
+)
 from harness.io.rpc import (
     ACTIONS,
-    HARD_FRAME_BYTES,
     INCOMPATIBLE,
-    MAX_FRAME_BYTES,
     PROTOCOL,
     REQUEST_TYPE,
     RESULT_TYPE,
     UNAUTHORIZED,
+    FrameError,
     error_frame,
+    parse_frame,
     request_frame,
 )
 
@@ -61,10 +73,14 @@ PAGE_ACTIONS: Final = frozenset(
 )
 # A request head larger than this is not a browser asking for one of three files.
 MAX_HEAD_BYTES: Final = 16 * 1024
+# The page sends a hello and small requests (ids, no texts); a larger frame closes its connection (1009).
+PAGE_FRAME_BYTES: Final = 16 * 1024
 # Bounds on what the page side can make this server hold (each page load mints nothing; only the CLI does).
 MAX_TICKETS: Final = 16
 MAX_SESSIONS: Final = 64
+# From accept to a redeemed ticket (or a served file); a connection that takes longer is dropped.
 HELLO_SECONDS: Final = 10.0
+WEB_LIMITS: Final = ListenerLimits(max_connections=64, handshake_seconds=HELLO_SECONDS)
 DAEMON_SECONDS: Final = 10.0
 # Close codes the page reads: 4401 refused authority (get a new URL), 1013 daemon not usable (try again).
 REFUSED: Final = 4401
@@ -104,11 +120,21 @@ def _header(request: h11.Request, name: bytes) -> str | None:
 class WebServer:
     """Serves the page of `team_id` next to the daemon of `home`. `await nursery.start(server.run, port)`."""
 
-    def __init__(self, home: Path, team_id: str, *, daemon_port: int | None = None) -> None:
+    def __init__(
+        self,
+        home: Path,
+        team_id: str,
+        *,
+        daemon_socket: Path | None = None,
+        limits: ListenerLimits = WEB_LIMITS,
+        log: Callable[[str], None] = lambda line: None,
+    ) -> None:
         self.home = home
         self.team_id = team_id
-        self.daemon_port = daemon_port
+        self.daemon_socket = daemon_socket
         self.port = 0
+        self.listener = Listener("web", limits, log)
+        self._log = log
         self._tickets: list[str] = []
         self._sessions: list[str] = []
 
@@ -146,57 +172,59 @@ class WebServer:
     async def run(
         self, port: int = 0, *, task_status: trio.TaskStatus[WebServer] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        listeners = await trio.open_tcp_listeners(port, host=HOST)
-        self.port = listeners[0].socket.getsockname()[1]
+        raise_open_files_limit()
+        (listener,) = await trio.open_tcp_listeners(port, host=HOST)  # one address, one listener
+        self.port = listener.socket.getsockname()[1]
         async with trio.open_nursery() as nursery:
-            await nursery.start(partial(trio.serve_listeners, self._connection, listeners))
+            await nursery.start(self.listener.serve, listener, self._serve)
             task_status.started(self)
+            try:
+                await trio.sleep_forever()
+            finally:  # what it refused and dropped, for whoever ran it
+                counts = ", ".join(f"{key} {value}" for key, value in self.listener.stats.view().items())
+                self._log(f"stopped; page listener: {counts}")
 
     def _origins(self) -> set[str]:
         return {f"{HOST}:{self.port}", f"localhost:{self.port}"}
 
-    async def _connection(self, stream: trio.SocketStream) -> None:
-        # A browser that goes away mid-request ends only its own connection, never the server.
-        with suppress(
-            trio.BrokenResourceError, trio.ClosedResourceError, h11.LocalProtocolError, HandshakeError
-        ):
-            await self._serve(stream)
-
-    async def _serve(self, stream: trio.SocketStream) -> None:
-        async with stream:
-            connection = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
-            head = bytearray()
-            event: Any = h11.NEED_DATA
-            with trio.move_on_after(HELLO_SECONDS):
-                while event is h11.NEED_DATA:
-                    data = await stream.receive_some(MAX_HEAD_BYTES)
-                    head += data
-                    connection.receive_data(data)
-                    try:
-                        event = connection.next_event()
-                    except h11.RemoteProtocolError:
-                        return
-            if not isinstance(event, h11.Request):
+    async def _serve(self, stream: trio.SocketStream, slot: Slot) -> None:
+        """One HTTP request: a file, or the page's WebSocket. The listener guard drops the connection when
+        the page has not redeemed a ticket within HELLO_SECONDS of connecting."""
+        connection = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
+        head = bytearray()
+        event: Any = h11.NEED_DATA
+        while event is h11.NEED_DATA:
+            data = await stream.receive_some(MAX_HEAD_BYTES)
+            head += data
+            connection.receive_data(data)
+            try:
+                event = connection.next_event()
+            except h11.RemoteProtocolError:
+                self.listener.stats.refused_frames += 1
                 return
-            # DNS rebinding: a page of another name that resolves here must not read the team.
-            if _header(event, b"host") not in self._origins():
-                await self._respond(stream, connection, 421, b"misdirected request\n", "text/plain")
+        if not isinstance(event, h11.Request):
+            return
+        # DNS rebinding: a page of another name that resolves here must not read the team.
+        if _header(event, b"host") not in self._origins():
+            self.listener.stats.refused_peers += 1
+            await self._respond(stream, connection, 421, b"misdirected request\n", "text/plain")
+            return
+        path = event.target.decode("latin-1").split("?", 1)[0]
+        upgrade = (_header(event, b"upgrade") or "").lower() == "websocket"
+        if path == SOCKET_PATH and upgrade:
+            origin = _header(event, b"origin") or ""
+            if origin.removeprefix("http://") not in self._origins():
+                self.listener.stats.refused_peers += 1
+                await self._respond(stream, connection, 403, b"foreign origin\n", "text/plain")
                 return
-            path = event.target.decode("latin-1").split("?", 1)[0]
-            upgrade = (_header(event, b"upgrade") or "").lower() == "websocket"
-            if path == SOCKET_PATH and upgrade:
-                origin = _header(event, b"origin") or ""
-                if origin.removeprefix("http://") not in self._origins():
-                    await self._respond(stream, connection, 403, b"foreign origin\n", "text/plain")
-                    return
-                await self._socket(_Replay(bytes(head), stream))
-                return
-            found = FILES.get(path)
-            if event.method != b"GET" or found is None:
-                await self._respond(stream, connection, 404, b"not found\n", "text/plain")
-                return
-            name, kind = found
-            await self._respond(stream, connection, 200, (STATIC / name).read_bytes(), kind)
+            await self._socket(_Replay(bytes(head), stream), slot)
+            return
+        found = FILES.get(path)
+        if event.method != b"GET" or found is None:
+            await self._respond(stream, connection, 404, b"not found\n", "text/plain")
+            return
+        name, kind = found
+        await self._respond(stream, connection, 200, (STATIC / name).read_bytes(), kind)
 
     async def _respond(
         self, stream: trio.SocketStream, connection: h11.Connection, status: int, body: bytes, kind: str
@@ -222,27 +250,28 @@ class WebServer:
 
     # --- the page's WebSocket -------------------------------------------------------------------------------
 
-    async def _socket(self, stream: _Replay) -> None:
+    async def _socket(self, stream: _Replay, slot: Slot) -> None:
         async with trio.open_nursery() as nursery:
-            request = await wrap_server_stream(nursery, stream, max_message_size=HARD_FRAME_BYTES)
+            request = await wrap_server_stream(nursery, stream, max_message_size=PAGE_FRAME_BYTES)
             page = await request.accept()
             try:
-                await self._page(page)
+                await self._page(page, slot)
             except ConnectionClosed:
                 pass
             finally:
-                await page.aclose()
+                if page.closed is not None and page.closed.code == 1009:
+                    self.listener.stats.refused_frames += 1
+                await close_websocket(page)
             nursery.cancel_scope.cancel()
 
-    async def _page(self, page: WebSocketConnection) -> None:
-        session = None
-        with trio.move_on_after(HELLO_SECONDS):
-            message = await page.get_message()
-            try:
-                session = self._redeem(json.loads(message))
-            except ValueError:
-                session = None
+    async def _page(self, page: WebSocketConnection, slot: Slot) -> None:
+        hello = parse_json(await page.get_message(), max_bytes=PAGE_FRAME_BYTES)
+        session = None if isinstance(hello, JsonRefused) else self._redeem(hello)
         if session is None:
+            if isinstance(hello, JsonRefused):
+                self.listener.stats.refused_frames += 1
+            else:
+                self.listener.stats.refused_peers += 1
             await _send(
                 page,
                 {
@@ -251,8 +280,13 @@ class WebServer:
                     "unknown; run `harness web` again for a new one",
                 },
             )
-            await page.aclose(REFUSED, "refused")
+            await close_websocket(page, REFUSED, "refused")
             return
+        slot.mark_ready()
+        with slot.working():  # a page with a session stays as long as it is open
+            await self._session(page, session)
+
+    async def _session(self, page: WebSocketConnection, session: str) -> None:
         await _send(
             page,
             {
@@ -262,15 +296,15 @@ class WebServer:
             },
         )
         try:
-            port, _ = locate_port(self.home, self.daemon_port)
-            stream = await trio.open_tcp_stream(HOST, port)
+            where, info = locate_socket(self.home, self.daemon_socket)
+            # Short, for a phone's width: the page shows it in one line.
+            daemon_name = f"daemon pid {info['pid']}" if info is not None else f"daemon at {where.name}"
+            stream = await open_local_stream(where)
         except ClientError as error:
             await self._unusable(page, "gone", error.detail)
             return
         except OSError as error:
-            await self._unusable(
-                page, "gone", f"no daemon answers on {HOST}:{port} ({error.strerror or error})"
-            )
+            await self._unusable(page, "gone", f"no {daemon_name} answers ({error.strerror or error})")
             return
         # The stream is ours to close whatever happens to the handshake (a daemon that is stopping may
         # accept and then drop the connection half way).
@@ -278,32 +312,32 @@ class WebServer:
             try:
                 with trio.fail_after(DAEMON_SECONDS):
                     daemon = await wrap_client_stream(
-                        reader, stream, f"{HOST}:{port}", "/", max_message_size=HARD_FRAME_BYTES
+                        reader, stream, "localhost", "/", max_message_size=REPLY_BYTES
                     )
                     problem = await _check(daemon)
                 if problem is not None:
                     await self._unusable(page, *problem)
                     return
-                await self._relay(page, daemon, port)
+                await self._relay(page, daemon, daemon_name)
             except (ConnectionClosed, HandshakeError, trio.TooSlowError, OSError) as error:
                 if page.closed is None:
-                    await self._unusable(page, "gone", f"the daemon on {HOST}:{port} went away ({error})")
+                    await self._unusable(page, "gone", f"the {daemon_name} went away ({error})")
             finally:
                 reader.cancel_scope.cancel()
 
-    async def _relay(self, page: WebSocketConnection, daemon: WebSocketConnection, port: int) -> None:
-        await _send(page, {"type": "web_link", "state": "live", "detail": f"daemon on {HOST}:{port}"})
+    async def _relay(self, page: WebSocketConnection, daemon: WebSocketConnection, daemon_name: str) -> None:
+        await _send(page, {"type": "web_link", "state": "live", "detail": daemon_name})
         token = homes.read_owner_token(self.home)
         async with trio.open_nursery() as pumps:
             pumps.start_soon(self._to_daemon, page, daemon, token, pumps.cancel_scope)
             pumps.start_soon(_to_page, daemon, page, pumps.cancel_scope)
         if daemon.closed is not None and page.closed is None:
             await self._unusable(page, "gone", "the daemon closed the connection")
-        await daemon.aclose()
+        await close_websocket(daemon)
 
     async def _unusable(self, page: WebSocketConnection, state: str, detail: str) -> None:
         await _send(page, {"type": "web_link", "state": state, "detail": detail})
-        await page.aclose(TRY_AGAIN, state)
+        await close_websocket(page, TRY_AGAIN, state)
 
     async def _to_daemon(
         self,
@@ -325,14 +359,11 @@ class WebServer:
 
     def _vet(self, message: str | bytes, token: str | None) -> str | tuple[str | None, str, str]:
         """The frame to relay (owner token added), or the (requestId, error, detail) to answer instead."""
-        if isinstance(message, bytes) or len(message) > MAX_FRAME_BYTES:
-            return (None, "bad_request", "the page sends JSON text frames")
         try:
-            frame = json.loads(message)
-        except ValueError:
-            return (None, "bad_request", "the page sends JSON text frames")
-        if not isinstance(frame, dict):
-            return (None, "bad_request", "a frame is one JSON object")
+            frame = parse_frame(message)
+        except FrameError as error:
+            self.listener.stats.refused_frames += 1
+            return (None, "bad_request", error.detail)
         request_id = frame.get("requestId")
         if not isinstance(request_id, str) or not request_id:
             return (None, "bad_request", "every request names its requestId")
@@ -360,7 +391,7 @@ async def _check(daemon: WebSocketConnection) -> tuple[str, str] | None:
     await daemon.send_message(request_frame(request_id, "capabilities"))
     with trio.fail_after(DAEMON_SECONDS):
         while True:
-            reply = json.loads(await daemon.get_message())
+            reply = parse_json(await daemon.get_message(), max_bytes=REPLY_BYTES)
             if isinstance(reply, dict) and reply.get("requestId") == request_id:
                 break
     if reply.get("type") != RESULT_TYPE or not isinstance(reply.get("result"), dict):

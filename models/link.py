@@ -6,8 +6,15 @@
 # request ids answers a retry without doing the work again). The relay may lose any frame or answer, repeat a
 # frame, or hand frames over in any order (a delayed copy of an earlier attempt arriving after later traffic).
 #
-# This module is only the transport's bookkeeping: which frames are in flight, which items wait. What a
-# request does when it arrives is the real reducers' (core/system.py `Arrived`); models/world.py applies it.
+# Every frame is sealed under the bond of one pairing (spec/remote-v1.md section 4.2): when the two machines
+# pair again, each side starts fresh seal state (no replay window remembers the old frames), and a frame the
+# relay kept from the earlier pairing no longer opens. Only the bond stands between such a copy and the desk.
+#
+# This module is only the transport's bookkeeping: which frames are in flight, which items wait, and what the
+# receiver answered. What a request does when it arrives is the destination's: its grant
+# (core/remote_grant.py `admit`) decides whether the desk gets it, then the real reducers (core/system.py
+# `Arrived`) apply it; models/world.py runs both, as io/remote.py `_execute_delivery` does. A refused request
+# reaches no desk, and its answer is the refusal, which the receiver's cache repeats to a retry.
 #
 # Two reductions keep the space small without hiding a behaviour. A sender sends as soon as it may (the first
 # attempt of the item it waits on, or a retry once nothing of that item is left in flight): a frame sent
@@ -50,11 +57,13 @@ class LinkBounds:
     """What the relay may do, and how often: the budgets keep the explored space finite. At most
     2 * window + retries + duplicates frames are ever in flight."""
 
-    remote: str  # the machine whose desk is reached through the link (the owner's machine is the other)
+    remote: str  # the machine whose desk is reached through the link
+    owner: str = "mach0"  # the owner's machine, at the other end: the sender of every request down the link
     losses: int = 1  # frames or answers the relay may lose (the sender's timer then sends a retry)
     retries: int = 1  # retries sent while an earlier attempt is still in flight (its answer is slow)
     duplicates: int = 1  # frames the relay may hand over twice
     faults: int = 2  # faults of any of those kinds, in all
+    repairs: int = 0  # times the two machines may pair again (a new bond; not a fault, a person's act)
 
 
 @attrs.frozen(cache_hash=True)
@@ -64,6 +73,7 @@ class Frame:
     direction: str
     seq: int  # the request id: the item's place in its outbox
     attempt: int  # each attempt is its own frame (a new seal counter), with the same request id
+    bond: int  # the pairing it was sealed under
     command: Command = attrs.field(eq=False)  # fixed by (direction, seq)
 
     @property
@@ -85,6 +95,7 @@ class Outbox:
     items: tuple[Item, ...] = ()
     next_seq: int = 1
     served: frozenset[int] = frozenset()  # request ids the receiver answered (that may still come again)
+    refused: Map[int, str] = attrs.field(factory=Map)  # of those, the ones answered with a refusal: its code
     opened: frozenset[tuple[int, int]] = frozenset()  # (seq, attempt) frames opened, copies still in flight
 
 
@@ -98,6 +109,8 @@ class Link:
     retries: int = 0
     duplicates: int = 0
     faults: int = 0
+    bond: int = 1  # the pairing frames are sealed under now; a frame of an earlier one does not open
+    repairs: int = 0
     # Ghost bookkeeping for the properties (nothing in the protocol reads it): per notice, the report order
     # (UP seq) of the latest report the owner applied; the withdrawals that reached the remote desk.
     recorded: Map[str, int] = attrs.field(factory=Map)
@@ -115,6 +128,7 @@ def new_link(bounds: LinkBounds, transport: Transport) -> Link:
         retries=bounds.retries,
         duplicates=bounds.duplicates,
         faults=bounds.faults,
+        repairs=bounds.repairs,
     )
 
 
@@ -149,7 +163,7 @@ def _pump(link: Link) -> Link:
             for index in due:
                 item = replace(items[index], attempts=items[index].attempts + 1)
                 items[index] = item
-                frames.append(Frame(direction, item.seq, item.attempts, item.command))
+                frames.append(Frame(direction, item.seq, item.attempts, link.bond, item.command))
             link = _with(link, direction, replace(box, items=tuple(items)), tuple(frames))
     return link
 
@@ -162,11 +176,14 @@ class Move:
     label: str
     link: Link
     arrived: tuple[str, int, Command] | None = None  # (direction, seq, command) served by its receiver
+    answered: bool = False  # with `arrived`: its answer reaches the sender in this step (else it is lost)
+    refusal: tuple[Command, str] | None = None  # a retry answered from the cache with a refusal (its code)
 
 
 def moves(link: Link) -> Iterator[Move]:
     """Every step the link may take: hand over any frame in flight (its answer returning or lost), lose or
-    repeat one, or a sender retrying early (its last attempt still in flight, its answer slow)."""
+    repeat one, a sender retrying early (its last attempt still in flight, its answer slow), or the two
+    machines pairing again."""
     for frame in _sorted(set(link.flight)):
         yield _hand_over(link, frame, answered=True)
         if link.losses > 0 and link.faults > 0:
@@ -190,11 +207,29 @@ def moves(link: Link) -> Iterator[Move]:
                 if item.attempts == 0:
                     continue
                 again = replace(item, attempts=item.attempts + 1)
-                frame = Frame(direction, again.seq, again.attempts, again.command)
+                frame = Frame(direction, again.seq, again.attempts, link.bond, again.command)
                 items = (*box.items[:index], again, *box.items[index + 1 :])
                 sent = _with(link, direction, replace(box, items=items), (*link.flight, frame))
                 label = f"{_sender(direction)} retries early (same request id) {describe_frame(frame)}"
                 yield Move(label, replace(sent, retries=link.retries - 1, faults=link.faults - 1))
+    # Fresh seal state both ways: the receivers forget which frames they opened. The frames in flight stay
+    # with the relay, sealed under the old bond; the served request ids are remembered (by machine). With
+    # nothing in flight, pairing again would change only the bond's number.
+    if link.repairs > 0 and link.flight:
+        fresh = replace(
+            link,
+            down=replace(link.down, opened=frozenset()),
+            up=replace(link.up, opened=frozenset()),
+            bond=link.bond + 1,
+            repairs=link.repairs - 1,
+        )
+        yield Move(f"the machines pair again (bond {fresh.bond})", fresh)
+
+
+def refuse(link: Link, direction: str, seq: int, code: str) -> Link:
+    """The receiver answered request `seq` with a refusal: its cache answers a retry with the same."""
+    box = outbox(link, direction)
+    return _with(link, direction, replace(box, refused=box.refused.set(seq, code)))
 
 
 def _hand_over(link: Link, frame: Frame, *, answered: bool) -> Move:
@@ -204,15 +239,23 @@ def _hand_over(link: Link, frame: Frame, *, answered: bool) -> Move:
     box = outbox(link, frame.direction)
     label = f"relay hands over {describe_frame(frame)}"
     key = (frame.seq, frame.attempt)
+    if frame.bond != link.bond:  # sealed under an earlier pairing: it does not open (`forged`), silently
+        refused = f"{label} (sealed under bond {frame.bond}: does not open)"
+        return Move(refused, _pump(_collect(replace(link, flight=rest))))
     if key in box.opened:  # an exact copy of a frame already opened: the replay window refuses it, silently
         return Move(label + " (replay refused)", _pump(_collect(replace(link, flight=rest))))
     items = tuple(item for item in box.items if item.seq != frame.seq) if answered else box.items
     cached = frame.seq in box.served and link.transport.remembers_answered
-    box = Outbox(items, box.next_seq, box.served | {frame.seq}, box.opened | {key})
+    box = replace(box, items=items, served=box.served | {frame.seq}, opened=box.opened | {key})
     moved = _pump(_collect(_with(link, frame.direction, box, rest)))
     if cached:
-        return Move(label + " (answered from the cache)", moved)
-    return Move(label, moved, (frame.direction, frame.seq, frame.command))
+        code = box.refused.get(frame.seq) if answered else None  # a lost answer says nothing to the sender
+        if code is None:
+            return Move(label + " (answered from the cache)", moved)
+        return Move(
+            f"{label} (answered from the cache: refused {code})", moved, refusal=(frame.command, code)
+        )
+    return Move(label, moved, (frame.direction, frame.seq, frame.command), answered=answered)
 
 
 def _sorted(frames: Iterable[Frame]) -> tuple[Frame, ...]:
@@ -240,7 +283,8 @@ def _collect(link: Link) -> Link:
         opened = frozenset(key for key in box.opened if key in frames)
         served = frozenset(seq for seq in box.served if seq in live)
         if opened != box.opened or served != box.served:
-            link = _with(link, direction, replace(box, opened=opened, served=served))
+            refused = Map({seq: code for seq, code in box.refused.items() if seq in served})
+            link = _with(link, direction, replace(box, opened=opened, served=served, refused=refused))
     return link
 
 
@@ -263,7 +307,8 @@ def describe_command(command: Command) -> str:
 
 
 def describe_frame(frame: Frame) -> str:
-    return f"{frame.direction}#{frame.seq} attempt {frame.attempt} ({describe_command(frame.command)})"
+    bond = f" bond {frame.bond}" if frame.bond > 1 else ""
+    return f"{frame.direction}#{frame.seq} attempt {frame.attempt}{bond} ({describe_command(frame.command)})"
 
 
 def facts(link: Link) -> dict[str, str]:
@@ -274,11 +319,16 @@ def facts(link: Link) -> dict[str, str]:
         found[f"outbox {direction}"] = (
             ", ".join(f"#{i.seq} {describe_command(i.command)} x{i.attempts}" for i in box.items) or "-"
         )
-        found[f"served {direction}"] = ", ".join(f"#{seq}" for seq in sorted(box.served)) or "-"
+        served = (
+            f"#{seq}" + (f" refused {box.refused[seq]}" if seq in box.refused else "")
+            for seq in sorted(box.served)
+        )
+        found[f"served {direction}"] = ", ".join(served) or "-"
     found["in flight"] = "; ".join(describe_frame(f) for f in link.flight) or "-"
     found["link budgets"] = (
         f"loss {link.losses}, early retry {link.retries}, repeat {link.duplicates}, in all {link.faults}"
     )
+    found["pairing"] = f"bond {link.bond}, {link.repairs} more"
     return found
 
 
@@ -299,4 +349,5 @@ __all__ = [
     "moves",
     "new_link",
     "outbox",
+    "refuse",
 ]

@@ -3,7 +3,7 @@
 # suite requires that some shipped scenario catches every one of them, and that the real protocol passes.
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import attrs
 from immutables import Map
@@ -14,7 +14,8 @@ from harness.core.errors import ErrorCode, Rejected
 from harness.core.limits import Limits
 from harness.core.outcome import Accepted
 from harness.core.queries import WaitDecision, WaitReason
-from harness.core.records import Exchange, QuestionState, Team
+from harness.core.records import Exchange, NoticeKind, QuestionState, Team
+from harness.core.remote_grant import Consumption, GrantedRequest, Grants, admit
 from harness.core.system import Action, AtDesk, System, desk_command
 from harness.core.team import answer_notice
 from harness.core.values import replace
@@ -147,6 +148,27 @@ def _wait_ignores_incoming(
     return WaitDecision(WaitReason.TIMEOUT, current, ()) if now >= until else None
 
 
+def _accept_out_of_grant_submit(
+    grants: Grants,
+    *,
+    here: str,
+    sender: str,
+    command: GrantedRequest | Consumption,
+    owned_here: Collection[str],
+    agents: Collection[str],
+) -> Grants | Rejected:
+    """A destination admits a question or answer notice its grant refuses (the grants stay as they were): a
+    paired machine's notice reaches an agent that its team's owner never introduced there."""
+    admitted = admit(grants, here=here, sender=sender, command=command, owned_here=owned_here, agents=agents)
+    if (
+        isinstance(admitted, Rejected)
+        and isinstance(command, d.Submit)
+        and command.kind is not NoticeKind.INTRODUCTION
+    ):
+        return grants
+    return admitted
+
+
 def _edit_team(system: System, team: Team) -> System:
     ledger = replace(system.ledger, teams=system.ledger.teams.set(team.id, team))
     return attrs.evolve(system, ledger=ledger)
@@ -186,6 +208,14 @@ MUTANTS: dict[str, Protocol] = {
             transport=Transport(window=2),
             description="A sender hands over its next item before the peer answered the last one.",
         ),
+        # The grant (core/remote_grant.py): a destination that checks who may introduce but not who may
+        # then ask lets a paired machine write into any agent registered there.
+        attrs.evolve(
+            REAL,
+            name="accept-out-of-grant-submit",
+            admit=_accept_out_of_grant_submit,
+            description="A destination admits a question or answer notice outside the sender's grant.",
+        ),
     )
 }
 
@@ -200,4 +230,5 @@ CAUGHT_BY: dict[str, str] = {
     "tick-never-expires": "two-agents-ask-each-other",
     "serve-retried-request-again": "two-machines-lossy-link",
     "send-before-answer": "two-machines-lossy-link",
+    "accept-out-of-grant-submit": "two-machines-hostile-peer",
 }

@@ -11,11 +11,13 @@ import attrs
 from harness.core import delivery as d
 
 from .checker import Transition, Violation
+from .hostile import HostilePeer
 from .link import LinkBounds
 from .symmetry import Renaming, canonical_key, plan_symmetries
 from .world import (
     ALWAYS,
     EVENTUALLY,
+    HOSTILE_ALWAYS,
     LINK_ALWAYS,
     LINK_EVENTUALLY,
     REAL,
@@ -179,6 +181,29 @@ SCENARIOS: dict[str, WorldModel] = {
             ),
             max_depth=40,  # exhausted at depth 18: ~78k states
             always_properties=ALWAYS + LINK_ALWAYS,
+            eventually_properties=EVENTUALLY + LINK_EVENTUALLY,
+        ),
+        WorldModel(
+            "two-machines-hostile-peer",
+            "the lossy-link story (m0 on the owner's machine asks m1 on mach1 through the relay and may "
+            "cancel; m1 replies) while mach2, also paired with mach1, hands mach1's desk at any step "
+            "question and answer notices for a1 outside its grant, an introduction of a1 into the owner's "
+            "team and a question for it, a hold or withdrawal of that team or its question, and every "
+            "owner's request it sees on the relay, as its own. The relay once loses a frame or an answer, "
+            "repeats a frame, or is slow enough for an early retry; the owner and mach1 may pair again while "
+            "it holds frames of the old pairing, which it hands over later. Every request reaching mach1's "
+            "desk passes the desk's grant (core/remote_grant.py).",
+            Config(
+                agents=2,
+                machines=2,
+                asks=(PlannedAsk(0, 1),),
+                cancels=True,
+                write_results=(d.WriteResult.OK,),
+                link=LinkBounds("mach1", losses=1, retries=1, duplicates=1, faults=1, repairs=1),
+                hostile=HostilePeer(),
+            ),
+            max_depth=40,  # exhausted at depth 17: ~72k states
+            always_properties=ALWAYS + LINK_ALWAYS + HOSTILE_ALWAYS,
             eventually_properties=EVENTUALLY + LINK_EVENTUALLY,
         ),
     )

@@ -8,7 +8,10 @@
 # can judge the protocol by its effects, not by its own bookkeeping.
 #
 # With a link (Config.link), one machine's desk is remote: the owner's requests to it and its reports back
-# travel through models/link.py's lossy, repeating, reordering relay instead of within one step.
+# travel through models/link.py's lossy, repeating, reordering relay instead of within one step. Every request
+# that reaches the remote desk passes its grant first (core/remote_grant.py `admit`, as io/remote.py runs it),
+# and with Config.hostile a third, hostile machine paired with that desk sends it requests of its own
+# (models/hostile.py).
 from __future__ import annotations
 
 import functools
@@ -20,6 +23,7 @@ from immutables import Map
 
 from harness.core import delivery as d
 from harness.core import effects as fx
+from harness.core import remote_grant
 from harness.core.commands import (
     Ask,
     Cancel,
@@ -47,6 +51,7 @@ from harness.core.records import (
     Team,
     TeamState,
 )
+from harness.core.remote_grant import EMPTY_GRANTS, Consumption, GrantedRequest, Grants
 from harness.core.system import (
     Action,
     Arrived,
@@ -57,15 +62,18 @@ from harness.core.system import (
     ToOwner,
     answer_retrieved_action,
     inbox_read_action,
+    refused_reason,
     step_system,
 )
 from harness.core.values import replace
 
+from . import hostile as hs
 from . import link as ln
 from .checker import Violation
 
 TEAM = "t"
 StepSystem = Callable[[System, Action, Limits], Accepted[System] | Rejected]
+Admit = Callable[..., Grants | Rejected]  # core.remote_grant.admit's signature (keyword arguments)
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -83,6 +91,7 @@ class Protocol:
     step: StepSystem = real_step_system
     decide_wait: Callable[..., WaitDecision | None] = decide_wait
     transport: ln.Transport = ln.REAL_TRANSPORT  # the link's rules (scenarios with a remote machine)
+    admit: Admit = remote_grant.admit  # what a remote desk lets a paired machine hand it (its grant)
     description: str = ""  # what a mutant breaks, when its reducers' docstrings do not say
 
 
@@ -132,6 +141,7 @@ class Config:
     horizon_ms: int = 30_000  # the clock never passes this: keeps the state space finite
     limits: Limits = MODEL_LIMITS
     link: ln.LinkBounds | None = None  # one machine's desk is reached through a lossy relay
+    hostile: hs.HostilePeer | None = None  # with a link: a third machine, paired with the remote desk
 
 
 def machine_of(config: Config, agent: int) -> str:
@@ -157,6 +167,12 @@ class World:
     pauses: int = 0  # owner pauses left (each may be followed by a resume)
     harm: tuple[Violation, ...] = ()  # what the world saw go wrong on the last step (judged by properties)
     link: ln.Link | None = None  # the relay to the remote machine, with Config.link
+    grants: Map[str, Grants] = attrs.field(factory=Map)  # each remote desk's grants (its routes.json)
+    # Ghost bookkeeping for the grant's properties (nothing in the protocol reads it): the memberships each
+    # team's own owner introduced at a remote desk, (machine, team, membership, agent), and the notices a
+    # machine other than their team's owner put on a remote desk, (machine, notice id).
+    doors: frozenset[tuple[str, str, str, str]] = frozenset()
+    forged: frozenset[tuple[str, str]] = frozenset()
 
 
 def member_id(agent: int) -> str:
@@ -203,7 +219,48 @@ def initial_world(config: Config, protocol: Protocol) -> World:
     if config.link is not None:  # from here on the remote machine's desk is reached through the relay
         system = attrs.evolve(created.system, remote=frozenset({config.link.remote}))
         created = replace(created, system=system, link=ln.new_link(config.link, protocol.transport))
+        created = _introduced_before(created, config, protocol)
     return created
+
+
+def _introduced_before(world: World, config: Config, protocol: Protocol) -> World:
+    """The story starts after the owner's introductions crossed the link: the remote desk admitted them, so
+    its grant binds the team to the owner and holds those memberships."""
+    assert config.link is not None
+    here = config.link.remote
+    grants = EMPTY_GRANTS
+    notices = world.system.desks[here].notices.values()
+    for notice in notices:
+        assert notice.kind is NoticeKind.INTRODUCTION
+        submit = d.Submit(
+            notice.submitted_at,
+            notice.team_id,
+            notice.id,
+            notice.kind,
+            notice.subject_id,
+            notice.membership_id,
+            here,
+            notice.agent_id,
+            notice.expires_at,
+            notice.text,
+        )
+        admitted = protocol.admit(
+            grants,
+            here=here,
+            sender=config.link.owner,
+            command=submit,
+            owned_here=frozenset(),
+            agents=_agents_on(config, here),
+        )
+        assert isinstance(admitted, Grants), admitted
+        grants = admitted
+    doors = frozenset((here, n.team_id, n.membership_id, n.agent_id) for n in notices)
+    return replace(world, grants=Map({here: grants}), doors=doors)
+
+
+def _agents_on(config: Config, machine: str) -> frozenset[str]:
+    """The agents registered on `machine`."""
+    return frozenset(f"a{i}" for i in range(config.agents) if machine_of(config, i) == machine)
 
 
 def _apply(world: World, config: Config, protocol: Protocol, action: Action) -> World | None:
@@ -211,22 +268,29 @@ def _apply(world: World, config: Config, protocol: Protocol, action: Action) -> 
     outcome = protocol.step(world.system, action, config.limits)
     if isinstance(outcome, Rejected):
         return None
-    changes = _absorb(world, outcome.effects)
+    changes = _absorb(world, config, outcome.effects)
     return replace(world, system=outcome.state, **changes)
 
 
-def _absorb(world: World, effects: Sequence[object]) -> dict[str, object]:
+def _absorb(world: World, config: Config, effects: Sequence[object]) -> dict[str, object]:
     """The world fields the shell changes on taking in `effects`: timers armed, writes due, pastes made,
-    requests and reports put in the link's outboxes."""
+    requests and reports put in the link's outboxes. A remote desk's report goes to its team's owner there
+    (io/remote.py `route_report`): the owner's ledger through the link, or a paired machine the model does
+    not follow (or none: a notice the grant let in without an owner)."""
     team_timers, desk_timers, due, inflight = world.team_timers, world.desk_timers, world.due, world.inflight
     written, link = world.written, world.link
     harm: list[Violation] = []
     for effect in effects:
         if isinstance(effect, fx.ArmTimer):
             team_timers = team_timers | {effect.at}
-        elif isinstance(effect, ToDesk | ToOwner):
+        elif isinstance(effect, ToDesk):
             assert link is not None, "a remote machine without a link"
-            link = ln.enqueue(link, ln.DOWN if isinstance(effect, ToDesk) else ln.UP, effect.command)
+            link = ln.enqueue(link, ln.DOWN, effect.command)
+        elif isinstance(effect, ToOwner):
+            assert link is not None and config.link is not None, "a remote machine without a link"
+            grants = world.grants.get(effect.machine_id, EMPTY_GRANTS)
+            if grants.owner(effect.command.team_id) == config.link.owner:
+                link = ln.enqueue(link, ln.UP, effect.command)
         elif isinstance(effect, Routed):
             inner, machine = effect.effect, effect.machine_id
             if isinstance(inner, d.ArmDeskTimer):
@@ -248,6 +312,10 @@ def _absorb(world: World, effects: Sequence[object]) -> dict[str, object]:
                 if link is not None and link.withdrawn & _withdrawal_keys(world, machine, inner.notice_id):
                     late = f"{inner.notice_id} pasted after its withdrawal arrived"
                     harm.append(("no-write-after-withdrawal", late))
+                if machine in world.system.remote and (
+                    outside := _outside_grant(world, machine, inner.notice_id)
+                ):
+                    harm.append(("no-write-outside-grant", outside))
     return {
         "team_timers": team_timers,
         "desk_timers": desk_timers,
@@ -257,6 +325,20 @@ def _absorb(world: World, effects: Sequence[object]) -> dict[str, object]:
         "harm": tuple(harm),
         "link": link,
     }
+
+
+def _outside_grant(world: World, machine: str, notice_id: str) -> str | None:
+    """Why a notice pasted at a remote machine was not its team's owner's to send there, or None."""
+    notice = world.system.desks[machine].notices[notice_id]
+    if (machine, notice_id) in world.forged:
+        return f"{notice_id} was put on {machine}'s desk by a machine that does not own team {notice.team_id}"
+    door = (machine, notice.team_id, notice.membership_id, notice.agent_id)
+    if notice.kind is not NoticeKind.INTRODUCTION and door not in world.doors:
+        return (
+            f"{notice_id} pasted into {notice.agent_id}, whom team {notice.team_id}'s owner never introduced "
+            f"as {notice.membership_id} on {machine}"
+        )
+    return None
 
 
 def _withdrawal_keys(world: World, machine: str, notice_id: str) -> frozenset[str]:
@@ -281,6 +363,8 @@ def successors(world: World, config: Config, protocol: Protocol) -> Iterator[tup
     """Every input the world may give next, with the world after it. Rejected inputs lead nowhere."""
     if world.link is not None:  # the relay between the machines
         yield from _link(world, config, protocol)
+    if config.hostile is not None:
+        yield from _hostile(world, config, protocol, config.hostile)
     team = world.system.ledger.teams[TEAM]
     now = world.now
 
@@ -512,29 +596,121 @@ def _link(world: World, config: Config, protocol: Protocol) -> Iterator[tuple[st
     assert world.link is not None and config.link is not None
     remote = config.link.remote
     for move in ln.moves(world.link):
+        moved = replace(world, link=move.link, harm=())
         if move.arrived is None:
-            yield move.label, replace(world, link=move.link, harm=())
+            if move.refusal is not None:  # a retry answered from the cache: the refusal reaches the owner now
+                moved = _refused_at_owner(moved, config, protocol, *move.refusal)
+            yield move.label, moved
             continue
         _direction, seq, command = move.arrived
+        command = attrs.evolve(command, at=world.now)
+        if not isinstance(command, RecordDelivery):
+            arrived, refusal = _at_remote_desk(moved, config, protocol, config.link.owner, command)
+            if refusal is not None:  # the desk never sees it; the sender's item is answered with the refusal
+                assert arrived.link is not None
+                code = refused_reason(refusal)
+                arrived = replace(arrived, link=ln.refuse(arrived.link, ln.DOWN, seq, code))
+                if move.answered:
+                    arrived = _refused_at_owner(arrived, config, protocol, command, code)
+            yield move.label, arrived
+            continue
         link = move.link
-        last = 0
-        if isinstance(command, RecordDelivery):
-            last = link.recorded.get(command.notice_id, 0)
-            link = replace(link, recorded=link.recorded.set(command.notice_id, max(seq, last)))
-        elif withdrawn := _withdrawn_by(command):
-            link = replace(link, withdrawn=link.withdrawn | withdrawn)
-        moved = replace(world, link=link, harm=())
-        arrived = (
-            _apply(moved, config, protocol, Arrived(remote, attrs.evolve(command, at=world.now))) or moved
-        )
-        if (
-            isinstance(command, RecordDelivery)
-            and seq < last
-            and _view(arrived, command) != _view(world, command)
-        ):
+        last = link.recorded.get(command.notice_id, 0)
+        link = replace(link, recorded=link.recorded.set(command.notice_id, max(seq, last)))
+        moved = replace(moved, link=link)
+        arrived = _apply(moved, config, protocol, Arrived(remote, command)) or moved
+        if seq < last and _view(arrived, command) != _view(world, command):
             stale = f"report up#{seq} of {command.notice_id} changed the owner's view after report up#{last}"
             arrived = replace(arrived, harm=(*arrived.harm, ("owner-view-never-backwards", stale)))
         yield move.label, arrived
+
+
+def _at_remote_desk(
+    world: World, config: Config, protocol: Protocol, sender: str, command: GrantedRequest | Consumption
+) -> tuple[World, Rejected | None]:
+    """Paired machine `sender`'s request arrives at the remote desk: the desk's grant decides whether the
+    desk gets it (io/remote.py `_execute_delivery`), and the real reducers apply it there, stamped with the
+    receiver's clock. A refusal reaches no desk and changes nothing here."""
+    assert config.link is not None and world.link is not None
+    here = config.link.remote
+    admitted = protocol.admit(
+        world.grants.get(here, EMPTY_GRANTS),
+        here=here,
+        sender=sender,
+        command=command,
+        owned_here=frozenset(),
+        agents=_agents_on(config, here),
+    )
+    if isinstance(admitted, Rejected):
+        return world, admitted
+    desk = world.system.desks.get(here)
+    doors, forged, link = world.doors, world.forged, world.link
+    if isinstance(command, d.Submit):
+        owner = _team_owner(config, command.team_id)
+        if sender != owner and (desk is None or command.notice_id not in desk.notices):
+            forged = forged | {(here, command.notice_id)}
+        elif sender == owner and command.kind is NoticeKind.INTRODUCTION:
+            doors = doors | {(here, command.team_id, command.membership_id, command.agent_id)}
+    elif withdrawn := _withdrawn_by(command):
+        link = replace(link, withdrawn=link.withdrawn | withdrawn)
+    admitted_world = replace(
+        world, grants=world.grants.set(here, admitted), doors=doors, forged=forged, link=link
+    )
+    return _apply(admitted_world, config, protocol, Arrived(here, command)) or admitted_world, None
+
+
+def _team_owner(config: Config, team_id: str) -> str | None:
+    """The machine that really owns a team: the owner's for the story's team, the hostile machine's for its
+    own (ghost knowledge, for the properties; a destination knows only what its grant says)."""
+    assert config.link is not None
+    if team_id == TEAM:
+        return config.link.owner
+    if config.hostile is not None and team_id == config.hostile.team:
+        return config.hostile.machine
+    return None
+
+
+def _refused_at_owner(
+    world: World, config: Config, protocol: Protocol, command: ln.Command, code: str
+) -> World:
+    """The owner's outbox got a refusal for its request: a refused submit is recorded as `rejected` with the
+    code (never silent loss); any other refusal is only logged (io/remote.py `_outbox_worker`)."""
+    if not isinstance(command, d.Submit):
+        return world
+    rejected = RecordDelivery(
+        world.now, command.team_id, command.notice_id, d.DeliveryState.REJECTED.value, code
+    )
+    return _apply(world, config, protocol, rejected) or world
+
+
+def _hostile(
+    world: World, config: Config, protocol: Protocol, peer: hs.HostilePeer
+) -> Iterator[tuple[str, World]]:
+    """The hostile machine hands the remote desk one of its requests. Whatever the grant lets through, the
+    honest owner's notices there stay as they were."""
+    assert config.link is not None and world.link is not None
+    here = config.link.remote
+    member = next(i for i in range(config.agents) if machine_of(config, i) == here)
+    target = hs.Target(here, TEAM, member_id(member), f"a{member}", question_id(0))
+    seen = [frame.command for frame in world.link.flight if frame.direction == ln.DOWN]
+    for label, command in hs.attempts(peer, target, seen, world.now, config.limits.notice_ttl_ms):
+        arrived, refusal = _at_remote_desk(world, config, protocol, peer.machine, command)
+        if refusal is not None:  # its answer goes to the hostile machine; nothing here changed
+            continue
+        if _owners_part(arrived.system, here) != _owners_part(world.system, here):
+            steered = f"{label} changed what team {TEAM} of the owner has at {here} (its notices, its hold)"
+            arrived = replace(arrived, harm=(*arrived.harm, ("peer-cannot-steer-owner-notices", steered)))
+        if arrived != world:
+            yield label, arrived
+
+
+def _owners_part(system: System, machine: str) -> tuple[object, ...]:
+    """What the honest owner's team has at a desk: its notices, and whether the desk holds the team."""
+    desk = system.desks.get(machine)
+    if desk is None:
+        return ()
+    notices = tuple(sorted((n.id, n) for n in desk.notices.values() if n.team_id == TEAM))
+    return (notices, TEAM in desk.held_teams)
 
 
 def _view(world: World, report: RecordDelivery) -> tuple[str, str | None] | None:
@@ -609,6 +785,9 @@ EVENTUALLY = ("questions-end-after-deadline", "waits-end")
 # and in order, and the owner's view follows the desk's reports in the order the desk made them.
 LINK_ALWAYS = ("no-write-after-withdrawal", "owner-view-never-backwards")
 LINK_EVENTUALLY = ("link-drains", "owner-agrees-with-remote-desk")
+# With a hostile paired machine: a notice reaches a remote agent's terminal only if its team's owner sent it
+# and introduced that membership as that agent there, and the hostile machine never touches the owner's.
+HOSTILE_ALWAYS = ("no-write-outside-grant", "peer-cannot-steer-owner-notices")
 
 
 _PROPERTY_OF = {
@@ -666,10 +845,27 @@ def always(world: World, config: Config, protocol: Protocol) -> list[Violation]:
 def _settled(world: World) -> System:
     """The part of the system the spanning invariants (D8, D10) apply to now. They assume the owner's word has
     reached each desk: a remote desk catches up only when the link is drained, so until then it is left out
-    (its own invariants still hold at every step)."""
-    if world.link is None or world.link.drained or not world.system.remote:
+    (its own invariants still hold at every step). Notices of a team this ledger does not have are another
+    owner's (a paired machine's), whose ledger the model does not follow."""
+    if world.link is None or not world.system.remote:
         return world.system
+    if world.link.drained:
+        return _ledger_part(world.system)
     return _local_part(world.system)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _ledger_part(system: System) -> System:
+    teams = system.ledger.teams
+    desks = Map(
+        {
+            machine: desk
+            if all(n.team_id in teams for n in desk.notices.values())
+            else replace(desk, notices=Map({k: n for k, n in desk.notices.items() if n.team_id in teams}))
+            for machine, desk in system.desks.items()
+        }
+    )
+    return replace(system, desks=desks)
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -708,6 +904,8 @@ def _agreement(world: World, remote: str, team: Team) -> list[Violation]:
     if desk is None:
         return found
     for notice in desk.notices.values():
+        if notice.team_id != team.id:  # another owner's notice: its reports went there
+            continue
         view = delivery_view(team, notice.id)
         desk_says = (notice.state.value, None if notice.reason is None else notice.reason.value)
         if view is None or (view.state, view.reason) != desk_says:
@@ -750,17 +948,24 @@ def describe(world: World) -> dict[str, str]:
         for machine, desk in world.system.desks.items():
             if machine in world.system.remote:
                 for notice in desk.notices.values():
+                    if notice.team_id != TEAM:
+                        continue
                     view = delivery_view(team_view, notice.id)
                     seen = "nothing recorded" if view is None else view.state
                     reason = f" ({view.reason})" if view is not None and view.reason else ""
                     facts[f"owner's view of {notice.id}"] = seen + reason
         facts.update({f"relay: {path}": value for path, value in ln.facts(world.link).items()})
+    for machine, grants in world.grants.items():
+        for team_id, owner in grants.owners.items():
+            members = ", ".join(f"{m} as {a}" for m, a in sorted(grants.members.get(team_id, Map()).items()))
+            facts[f"grant at {machine}: team {team_id}"] = f"owner {owner}; introduced {members or '-'}"
     return facts
 
 
 __all__ = [
     "ALWAYS",
     "EVENTUALLY",
+    "HOSTILE_ALWAYS",
     "LINK_ALWAYS",
     "LINK_EVENTUALLY",
     "REAL",

@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 import trio
-from bench_support import echo, quantile
+from bench_support import echo, open_local_websocket, quantile
 from trio_websocket import (
     WebSocketConnection,
     open_websocket_url,
@@ -287,8 +287,8 @@ async def two_daemons(tmp: Path, observe: Callable[[str, str], None]) -> AsyncIt
         a = Daemon(tmp / "a", limits=BENCH_LIMITS, remote=fast_node, log=quiet)
         b = Daemon(tmp / "b", limits=BENCH_LIMITS, remote=fast_node, log=quiet)
         async with trio.open_nursery() as daemons:
-            await daemons.start(a.run, 0)
-            await daemons.start(b.run, 0)
+            await daemons.start(a.run)
+            await daemons.start(b.run)
             assert a.node is not None and b.node is not None
             code = pairing.create_code(a.home, url)
             await a.node.wait_connected()
@@ -318,7 +318,7 @@ async def ask_to_notice(tmp: Path, sizes: Sizes) -> NoticeRun:
         hook_desk(a.desk, probe)
         hook_desk(b.desk, probe)
         hook_owner(a.node, probe)
-        async with open_websocket_url(f"ws://127.0.0.1:{a.port}") as ws:
+        async with open_local_websocket(a.socket_path) as ws:
             client = TeamConnection(ws, homes.read_owner_token(a.home))
             await client.call("create", team=None, id=TEAM_ID, name="bench", members=members)
             alice = (await client.call("key", memberId="alice"))["memberKey"]

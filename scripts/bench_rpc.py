@@ -1,7 +1,8 @@
 # Measures, in one run, what an agent feels of the daemon: (a) the round trip of one durable `ask` over the
-# loopback RPC against a bare trio-websocket echo of a frame of the same size (the ratio is the daemon's own
-# cost: parse, step, fsync, reply); (b) the wall time of a cold `harness team ... inbox --json` process
-# against `python3 -c pass`; (c) sustained asks per second from 8 concurrent clients (group commit at work).
+# daemon's Unix socket against a bare trio-websocket echo of a frame of the same size on a Unix socket too
+# (the ratio is the daemon's own cost: peer check, parse, step, fsync, reply); (b) the wall time of a cold
+# `harness team ... inbox --json` process against `python3 -c pass`; (c) sustained asks per second from 8
+# concurrent clients (group commit at work).
 from __future__ import annotations
 
 import json
@@ -17,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import trio
-from bench_support import echo, quantile
-from trio_websocket import serve_websocket
+from bench_support import quantile, serve_local_echo
 
 from harness.core.limits import Limits
 from harness.io import home as homes
@@ -33,8 +33,8 @@ COLD_RUNS = 7
 UNBOUNDED = Limits(exchanges=10**6, pending_per_sender=10**6, asks_per_minute=10**7, memberships=64)
 
 
-def in_thread(main: Callable[[Callable[[int], None]], Any]) -> tuple[int, Callable[[], None]]:
-    """Run `main(ready)` in its own trio loop; returns the port it reported and a stop function."""
+def in_thread(main: Callable[[Callable[[Path], None]], Any]) -> tuple[Path, Callable[[], None]]:
+    """Run `main(ready)` in its own trio loop; returns the socket it reported and a stop function."""
     ready = threading.Event()
     state: dict[str, Any] = {}
 
@@ -43,8 +43,8 @@ def in_thread(main: Callable[[Callable[[int], None]], Any]) -> tuple[int, Callab
         with trio.CancelScope() as scope:
             state["scope"] = scope
 
-            def report(port: int) -> None:
-                state["port"] = port
+            def report(path: Path) -> None:
+                state["socket"] = path
                 ready.set()
 
             await main(report)
@@ -57,25 +57,25 @@ def in_thread(main: Callable[[Callable[[int], None]], Any]) -> tuple[int, Callab
         trio.from_thread.run_sync(state["scope"].cancel, trio_token=state["token"])
         thread.join(10)
 
-    return int(state["port"]), stop
+    return Path(state["socket"]), stop
 
 
-def echo_server() -> tuple[int, Callable[[], None]]:
-    async def main(ready: Callable[[int], None]) -> None:
+def echo_server(path: Path) -> tuple[Path, Callable[[], None]]:
+    async def main(ready: Callable[[Path], None]) -> None:
         async with trio.open_nursery() as nursery:
-            server = await nursery.start(serve_websocket, echo, "127.0.0.1", 0, None)
-            ready(server.port)
+            await nursery.start(serve_local_echo, path)
+            ready(path)
 
     return in_thread(main)
 
 
-def daemon_server(home: Path) -> tuple[int, Callable[[], None]]:
+def daemon_server(home: Path) -> tuple[Path, Callable[[], None]]:
     daemon = Daemon(home, limits=UNBOUNDED, log=lambda line: None)
 
-    async def main(ready: Callable[[int], None]) -> None:
+    async def main(ready: Callable[[Path], None]) -> None:
         async with trio.open_nursery() as nursery:
-            await nursery.start(daemon.run, 0)
-            ready(daemon.port)
+            await nursery.start(daemon.run)
+            ready(daemon.socket_path)
             try:
                 await trio.sleep_forever()
             finally:
@@ -105,10 +105,10 @@ def percentiles(samples: list[float]) -> tuple[float, float]:
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp:
         home = Path(tmp)
-        port, stop_daemon = daemon_server(home)
+        daemon_socket, stop_daemon = daemon_server(home)
         token = homes.read_owner_token(home)
         people = [f"p{i}" for i in range(CLIENTS + 1)]
-        with Client(port) as owner:
+        with Client(daemon_socket) as owner:
             members = [{"machineId": "m", "agentId": name, "name": name} for name in people]
             owner.request(
                 "create", owner_token=token, fields={"id": "bench", "name": "Bench", "members": members}
@@ -123,7 +123,7 @@ def main() -> None:
         # (a) one client, sequential asks, against an echo of the same frame.
         text = "Which endpoint returns daemon state? " * 3
         ask_ms: list[float] = []
-        with Client(port) as client:
+        with Client(daemon_socket) as client:
             for n in range(ROUND_TRIPS):
                 start = time.perf_counter()
                 client.request(
@@ -145,9 +145,9 @@ def main() -> None:
                 "text": text,
             }
         )
-        echo_port, stop_echo = echo_server()
+        echo_socket, stop_echo = echo_server(home / "echo.sock")
         echo_ms: list[float] = []
-        with Client(echo_port) as client:
+        with Client(echo_socket) as client:
             for _ in range(ROUND_TRIPS):
                 start = time.perf_counter()
                 client.send_raw(frame)
@@ -200,7 +200,7 @@ def main() -> None:
         deadline = time.perf_counter() + SUSTAIN_SECONDS
 
         def worker(index: int) -> None:
-            with Client(port) as client:
+            with Client(daemon_socket) as client:
                 n = 0
                 while time.perf_counter() < deadline:
                     client.request(

@@ -107,7 +107,7 @@ async def ask_latency(socket: str, asks: int, poll_ms: int) -> None:
 
     def script() -> list[float]:
         token = homes.read_owner_token(home)
-        with Client(daemon.port) as client:
+        with Client(daemon.socket_path) as client:
             peer = {"agentId": "agent-peer", "name": "peer", "engine": "shell"}
             fields = {**peer, "tmux": {"socket": socket, "target": pane}, "startedBy": "daemon"}
             client.request("agent_register", owner_token=token, fields=fields)
@@ -141,7 +141,7 @@ async def ask_latency(socket: str, asks: int, poll_ms: int) -> None:
             return samples
 
     async with trio.open_nursery() as nursery:
-        await nursery.start(daemon.run, 0)
+        await nursery.start(daemon.run)
         try:
             samples = await trio.to_thread.run_sync(script)
         finally:

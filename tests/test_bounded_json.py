@@ -74,3 +74,48 @@ def test_depth_is_the_documents_nesting_and_valid_documents_round_trip(value: ob
 def test_parse_json_is_total(document: str | bytes) -> None:
     """Any input at all: a value or a refusal, never an exception."""
     parse_json(document, max_bytes=LIMIT)
+
+
+# --- each refusal exactly, and the bounds at their edge (scripts/mutate_core.py found them unpinned) ------
+
+SMALL = 64
+
+
+@pytest.mark.parametrize(
+    ("document", "refused"),
+    [
+        ("x" * (SMALL + 1), JsonRefused("too_large", f"larger than {SMALL} bytes")),
+        ("é" * (SMALL // 2 + 1), JsonRefused("too_large", f"larger than {SMALL} bytes")),
+        (b"[" + b" " * SMALL + b"]", JsonRefused("too_large", f"larger than {SMALL} bytes")),
+        (b"\xff[]", JsonRefused("not_utf8", "not valid UTF-8")),
+        ("[\ud800]", JsonRefused("not_utf8", "holds an unpaired surrogate")),
+        ('["\\ud800"]', JsonRefused("not_utf8", "holds an unpaired surrogate escape")),
+        ("[NaN]", JsonRefused("not_json", "not JSON: NaN is not JSON")),
+        ('{"a": 1', JsonRefused("not_json", "not JSON: Expecting ',' delimiter: line 1 column 8 (char 7)")),
+    ],
+)
+def test_each_refusal_names_its_reason_and_bound(document: str | bytes, refused: JsonRefused) -> None:
+    """The refusal is the one-line error a peer gets back: its reason code and the bound it broke."""
+    assert parse_json(document, max_bytes=SMALL) == refused
+
+
+def test_the_default_depth_bound_is_32_levels() -> None:
+    """The bound module comment promises (harness's deepest frame is about 6): 32 levels parse, 33 do not."""
+    assert _nesting(parse_json("[" * 32 + "]" * 32, max_bytes=LIMIT)) == 32
+    assert parse_json("[" * 33 + "]" * 33, max_bytes=LIMIT) == JsonRefused(
+        "too_deep", "nested deeper than 32 levels"
+    )
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        "[" + " " * (SMALL - 2) + "]",
+        b"[" + b" " * (SMALL - 2) + b"]",
+        '"' + "é" * ((SMALL - 2) // 2) + '"',  # 33 characters, exactly SMALL bytes in UTF-8
+    ],
+)
+def test_a_document_of_exactly_max_bytes_parses(document: str | bytes) -> None:
+    """The size bound is inclusive, in UTF-8 bytes, for text and for bytes alike."""
+    assert len(document if isinstance(document, bytes) else document.encode()) == SMALL
+    assert not isinstance(parse_json(document, max_bytes=SMALL), JsonRefused)

@@ -31,7 +31,7 @@ class Daemon:
     def start(self) -> None:
         env = {**os.environ, "HARNESS_LIMITS": json.dumps(LIMITS)}
         self.process = subprocess.Popen(
-            [*HARNESS, "daemon", "run", "--home", str(self.home), "--port", "0"],
+            [*HARNESS, "daemon", "run", "--home", str(self.home)],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -110,8 +110,11 @@ def error(result: tuple[int, Any], status: int, code: str) -> dict[str, Any]:
 
 def test_every_command_across_a_crash(daemon: Daemon, tmp_path: Path) -> None:
     home = daemon.home
+    info = homes.read_daemon_info(home)
+    assert info is not None
+    here = info["machineId"]  # members on this machine: their introductions name key files here
     members = [
-        {"machineId": "m1", "agentId": name, "name": name, "role": f"{name} role"}
+        {"machineId": here, "agentId": name, "name": name, "role": f"{name} role"}
         for name in ("alice", "bob", "carol")
     ]
     (tmp_path / "team.json").write_text(json.dumps({"id": "t1", "name": "Build", "members": members}))
@@ -121,15 +124,24 @@ def test_every_command_across_a_crash(daemon: Daemon, tmp_path: Path) -> None:
     )
     assert ok(cli(home, "team", "--home", str(home), "list"))["teams"][0]["id"] == "t1"
     assert ok(cli(home, "team", "--home", str(home), "capabilities"))["protocol"] == "team.v1"
-    keys = {m["name"]: ok(team(home, "key", m["name"]))["memberKey"] for m in members}
+    handed = {m["name"]: ok(team(home, "key", m["name"])) for m in members}
+    keys = {name: view["memberKey"] for name, view in handed.items()}
     alice, bob, carol = keys["alice"], keys["bob"], keys["carol"]
     roster = ok(team(home, "members", key=bob))["members"]
     assert [m["name"] for m in roster] == ["alice", "bob", "carol"]
+    # The prefix an introduction teaches names the member's key file, never the key; the CLI reads it.
+    bob_file = Path(handed["bob"]["keyFile"])
+    assert bob_file.read_text().strip() == bob and bob_file.stat().st_mode & 0o777 == 0o600
+    assert bob not in handed["bob"]["command"] and f"--key-file {bob_file}" in handed["bob"]["command"]
+    assert ok(team(home, "--key-file", str(bob_file), "members"))["members"] == roster
     (tmp_path / "dave.json").write_text(
-        json.dumps({"id": "dave1", "machineId": "m1", "agentId": "d", "name": "dave"})
+        json.dumps({"id": "dave1", "machineId": here, "agentId": "d", "name": "dave"})
     )
     assert ok(team(home, "add", "--file", str(tmp_path / "dave.json")))["id"] == "dave1"
+    dave_file = Path(ok(team(home, "key", "dave"))["keyFile"])
+    assert dave_file.exists()
     assert ok(team(home, "remove", "dave1"))["state"] == "removed"
+    assert not dave_file.exists()  # a removed member's key is revoked, and its file goes with it
 
     asked = ok(team(home, "ask", "bob", "Which endpoint?", "--id", "q1", "--context", "phone", key=alice))
     assert (asked["id"], asked["state"]) == ("q1", "open")
@@ -205,6 +217,9 @@ def test_daemon_start_status_stop_and_usage(tmp_path: Path) -> None:
         assert "already running" in again["detail"]
         status = ok(cli(home, "daemon", "status", "--home", str(home)))
         assert (status["pid"], status["machineId"]) == (started["pid"], started["machineId"])
+        assert status["socket"] == str(home / "daemon.sock") == started["socket"]
+        assert set(status["listeners"]) == {"rpc", "gateway"} and status["internalErrors"] == 0
+        assert status["listeners"]["rpc"]["accepted"] >= 1 and status["listeners"]["rpc"]["refusedPeers"] == 0
         assert home.stat().st_mode & 0o777 == 0o700
         assert (home / "daemon.json").stat().st_mode & 0o777 == 0o600
         error(cli(home, "team", "--home", str(home), "inbox"), 2, "bad_request")  # no --team
@@ -212,19 +227,24 @@ def test_daemon_start_status_stop_and_usage(tmp_path: Path) -> None:
             [*HARNESS, "team", "--team", "t", "wait"], capture_output=True, text=True, timeout=30, check=False
         )
         assert usage.returncode == 2
-        assert ok(cli(home, "doctor", "--home", str(home)))["ok"] is True
+        doctor = ok(cli(home, "doctor", "--home", str(home)))
+        assert doctor["ok"] is True and doctor["daemon"]["running"] is True
+        assert doctor["daemon"]["listeners"]["rpc"]["droppedConnections"] == 0
     finally:
         stopped = ok(cli(home, "daemon", "stop", "--home", str(home)))
     assert stopped["stopped"] is True and not homes.pid_alive(started["pid"])
     error(cli(home, "daemon", "status", "--home", str(home)), 3, "unreachable")
 
 
-def _fake_daemon(revision: int, answer_requests: bool) -> tuple[socket.socket, threading.Thread]:
+def _fake_daemon(path: Path, revision: int, answer_requests: bool) -> tuple[socket.socket, threading.Thread]:
     """A WebSocket server that speaks `capabilities` only, then drops the connection on any other request."""
     from wsproto import ConnectionType, WSConnection
     from wsproto.events import AcceptConnection, Request, TextMessage
 
-    listener = socket.create_server(("127.0.0.1", 0))
+    path.unlink(missing_ok=True)
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(path))
+    listener.listen()
 
     def serve() -> None:
         conn, _ = listener.accept()
@@ -249,16 +269,16 @@ def _fake_daemon(revision: int, answer_requests: bool) -> tuple[socket.socket, t
 
 
 def test_lost_reply_is_uncertain_and_an_old_daemon_is_incompatible(tmp_path: Path) -> None:
-    listener, thread = _fake_daemon(revision=PROTOCOL_REVISION, answer_requests=False)
+    fake = tmp_path / "fake.sock"
+    listener, thread = _fake_daemon(fake, revision=PROTOCOL_REVISION, answer_requests=False)
     with listener:
-        port = str(listener.getsockname()[1])
-        lost = cli(tmp_path, "team", "--home", str(tmp_path), "--port", port, "--team", "t1",
+        lost = cli(tmp_path, "team", "--home", str(tmp_path), "--socket", str(fake), "--team", "t1",
                    "ask", "bob", "hello", "--id", "op-7", key="k")  # fmt: skip
         assert error(lost, 4, "uncertain")["operationId"] == "op-7"
         thread.join(10)
-    listener, thread = _fake_daemon(revision=PROTOCOL_REVISION - 1, answer_requests=True)
+    listener, thread = _fake_daemon(fake, revision=PROTOCOL_REVISION - 1, answer_requests=True)
     with listener:
-        port = str(listener.getsockname()[1])
-        old = cli(tmp_path, "team", "--home", str(tmp_path), "--port", port, "--team", "t1", "inbox", key="k")
+        old = cli(tmp_path, "team", "--home", str(tmp_path), "--socket", str(fake), "--team", "t1", "inbox",
+                  key="k")  # fmt: skip
         assert "older" in error(old, 1, "incompatible")["detail"]
         thread.join(10)

@@ -39,6 +39,9 @@ def test_plain_invocations_parse_and_the_rest_goes_to_typer() -> None:
     assert parsed is not None and parsed[2]["ttl"] == 30.0 and parsed[2]["text_file"] == Path("-")
     assert parsed[2]["no_notify"] is True and parsed[2]["text"] is None
     assert parse_fast(["team", "--team", "t", "wait", "q"])[2]["seconds"] == 30.0  # type: ignore[index]
+    parsed = parse_fast(["team", "--team", "t", "--key-file", "/k", "inbox", "--socket", "/s"])
+    assert parsed is not None
+    assert (parsed[1].key_file, parsed[1].socket, parsed[1].key) == (Path("/k"), "/s", None)
     for argv in (
         ["team", "--help"],
         ["team", "--team", "t", "inbox", "--help"],
@@ -51,6 +54,7 @@ def test_plain_invocations_parse_and_the_rest_goes_to_typer() -> None:
         ["team", "--team", "t", "explode"],
         ["daemon", "status"],
         ["team", "--team", "t", "ask", "--", "bob", "x"],
+        ["team", "--team", "t", "inbox", "--port", "9"],  # gone: the daemon listens on a socket file
     ):
         assert parse_fast(argv) is None, argv
 
@@ -65,7 +69,8 @@ def test_typer_hands_the_commands_the_values_the_fast_path_does(monkeypatch: pyt
     for argv in (
         ["team", "--team", "t1", "reply", "q1", "an answer", "--evidence", "a:1", "--json", "--key", "k"],
         ["team", "--team", "t", "ask", "bob", "--ttl", "30", "--text-file", "-", "--no-notify", "--id", "o"],
-        ["team", "--team", "t", "wait", "q", "--seconds", "5", "--machine", "m", "--port", "9"],
+        ["team", "--team", "t", "wait", "q", "--seconds", "5", "--machine", "m", "--socket", "/s"],
+        ["team", "--team", "t", "--key-file", "/k", "inbox", "--home", "/h"],
         ["team", "--team", "t", "status"],
         ["team", "--team", "t", "key", "bob", "--home", "/h"],
         ["team", "--team", "t", "create", "--file", "team.json"],

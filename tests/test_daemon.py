@@ -59,7 +59,7 @@ _OPEN: list[Client] = []
 async def running(home: Path, limits: Limits = SMALL, **options: Any) -> AsyncIterator[Daemon]:
     daemon = Daemon(home, limits=limits, log=lambda line: None, **options)
     async with trio.open_nursery() as nursery:
-        await nursery.start(daemon.run, 0)
+        await nursery.start(daemon.run)
         try:
             yield daemon
         finally:
@@ -69,8 +69,8 @@ async def running(home: Path, limits: Limits = SMALL, **options: Any) -> AsyncIt
     assert daemon.internal_errors == 0
 
 
-def connect(port: int) -> Client:
-    client = Client(port)
+def connect(path: Path) -> Client:
+    client = Client(path)
     client.connect()
     _OPEN.append(client)
     return client
@@ -86,7 +86,7 @@ class Api:
 
     @classmethod
     async def open(cls, daemon: Daemon, key: str | None = None) -> Api:
-        client = await trio.to_thread.run_sync(connect, daemon.port)
+        client = await trio.to_thread.run_sync(connect, daemon.socket_path)
         return cls(client, None if key else homes.read_owner_token(daemon.home), key)
 
     async def __call__(self, action: str, team: str | None = None, **fields: Any) -> Any:
@@ -145,7 +145,7 @@ async def test_delivery_views_follow_the_desk_through_subscribe(tmp_path: Path) 
         keys = await team_with_keys(owner, machine=daemon.machine_id)  # this machine's desk, no terminals
         alice = await Api.open(daemon, keys["alice"])
         await alice("ask", "t1", id="q1", to="bob", text="hello?")
-        watcher = await trio.to_thread.run_sync(connect, daemon.port)
+        watcher = await trio.to_thread.run_sync(connect, daemon.socket_path)
         snapshots = watcher.subscribe("t1", owner.token, timeout=5)
 
         def until_offline() -> dict[str, Any]:
@@ -319,7 +319,7 @@ async def test_two_members_waiting_on_each_other_both_wake(tmp_path: Path) -> No
 
 async def test_bad_frames_get_bad_request_and_the_connection_lives(tmp_path: Path) -> None:
     async with running(tmp_path) as daemon:
-        raw = await trio.to_thread.run_sync(connect, daemon.port)
+        raw = await trio.to_thread.run_sync(connect, daemon.socket_path)
 
         def exchange(text: str) -> dict[str, Any]:
             raw.send_raw(text)
@@ -367,10 +367,10 @@ async def test_a_client_that_vanishes_mid_request_never_cancels_the_work(tmp_pat
     async with running(tmp_path) as daemon:
         owner = await Api.open(daemon)
         keys = await team_with_keys(owner)
-        watcher = await trio.to_thread.run_sync(connect, daemon.port)
+        watcher = await trio.to_thread.run_sync(connect, daemon.socket_path)
         snapshots = watcher.subscribe("t1", owner.token, timeout=5)
         first = await trio.to_thread.run_sync(next, snapshots)
-        vanishing = await trio.to_thread.run_sync(connect, daemon.port)
+        vanishing = await trio.to_thread.run_sync(connect, daemon.socket_path)
         frame = {
             "type": "team",
             "requestId": "r",
@@ -436,13 +436,16 @@ async def test_concurrent_asks_share_fsyncs_and_replay_in_order(tmp_path: Path) 
 async def test_a_second_daemon_on_the_same_home_is_refused(tmp_path: Path) -> None:
     async with running(tmp_path) as daemon:
         info = homes.read_daemon_info(tmp_path)
-        assert info is not None and info["port"] == daemon.port and info["protocol"] == PROTOCOL
-        assert info["host"] == "127.0.0.1"
+        assert info is not None and info["socket"] == str(daemon.socket_path) and info["protocol"] == PROTOCOL
+        assert daemon.socket_path == tmp_path / homes.SOCKET_FILE
         assert oct(tmp_path.stat().st_mode & 0o777) == oct(0o700)
         assert (tmp_path / homes.TOKEN_FILE).stat().st_mode & 0o777 == 0o600
+        assert daemon.socket_path.stat().st_mode & 0o777 == 0o600
         with pytest.raises(homes.DaemonRunning, match="already running"):
-            await Daemon(tmp_path, log=lambda line: None).run(0)
+            await Daemon(tmp_path, log=lambda line: None).run()
+        assert daemon.socket_path.exists()  # the refused second daemon left the running one's socket alone
     assert homes.read_daemon_info(tmp_path) is None  # a clean stop removes daemon.json
+    assert not daemon.socket_path.exists()  # and its socket
 
 
 async def test_a_corrupt_team_is_reported_and_the_others_keep_working(tmp_path: Path) -> None:
@@ -468,7 +471,7 @@ async def test_shutdown_finishes_queued_work(tmp_path: Path) -> None:
     async with running(tmp_path) as daemon:
         owner = await Api.open(daemon)
         await owner("create", id="t1", name="T")
-        clients = [await trio.to_thread.run_sync(connect, daemon.port) for _ in range(4)]
+        clients = [await trio.to_thread.run_sync(connect, daemon.socket_path) for _ in range(4)]
         for index, client in enumerate(clients):
             client.send_raw(
                 json.dumps(

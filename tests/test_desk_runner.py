@@ -163,7 +163,7 @@ async def test_a_crash_mid_write_leaves_it_unconfirmed_and_it_is_never_written_a
             daemon = Daemon(
                 tmp_path, limits=LIMITS, log=lambda line: None, terminals=lambda r: fake, runner_timing=TIMING
             )
-            await nursery.start(daemon.run, 0)
+            await nursery.start(daemon.run)
             await local_team(daemon)
             await fake.writing.wait()
             crash.cancel()  # WriteStarted is durable, WriteFinished never comes

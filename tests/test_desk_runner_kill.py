@@ -20,7 +20,7 @@ async def _doomed_daemon(home: Path) -> None:
         home, limits=LIMITS, log=lambda line: None, terminals=lambda r: fake, runner_timing=TIMING
     )
     async with trio.open_nursery() as nursery:
-        await nursery.start(daemon.run, 0)
+        await nursery.start(daemon.run)
         await local_team(daemon)
         await fake.writing.wait()
         (home / "writing").write_text("")

@@ -170,7 +170,7 @@ def engines_view(team: LiveTeam) -> list[dict[str, Any]]:
 def daemon_view(team: LiveTeam) -> dict[str, Any]:
     return {
         "pid": team.daemon_pid,
-        "port": team.port,
+        "socket": str(team.daemon_socket),
         "machineId": team.machine_id,
         "networkNamespace": team.netns,
         "topology": "one unshare -n namespace: daemon + fake models + one tmux server with every engine",

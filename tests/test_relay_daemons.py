@@ -57,8 +57,8 @@ async def two_daemons(tmp_path: Path) -> AsyncIterator[World]:
         a = Daemon(tmp_path / "a", remote=fast_node, log=lambda line: None)
         b = Daemon(tmp_path / "b", remote=fast_node, log=lambda line: None)
         async with trio.open_nursery() as daemons:
-            await daemons.start(a.run, 0)
-            await daemons.start(b.run, 0)
+            await daemons.start(a.run)
+            await daemons.start(b.run)
             await pair(a, b, url)
             try:
                 yield World(seen, a, b, relay)
@@ -84,7 +84,7 @@ def request(
     """A `team` request to `daemon` as a local client (the owner unless `key` is given)."""
     token = None if key else homes.read_owner_token(daemon.home)
     team_id = None if action == "create" else team
-    with Client(daemon.port) as client:
+    with Client(daemon.socket_path) as client:
         return client.request(action, team_id=team_id, member_key=key, owner_token=token, fields=fields)
 
 

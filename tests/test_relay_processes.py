@@ -134,7 +134,7 @@ class Machine:
     def __init__(self, name: str, home: Path, logs: Path) -> None:
         self.name = name
         self.home = home
-        self.daemon = Process([*HARNESS, "daemon", "run", "--home", str(home), "--port", "0"], logs / name)
+        self.daemon = Process([*HARNESS, "daemon", "run", "--home", str(home)], logs / name)
 
     @property
     def machine_id(self) -> str:

@@ -46,7 +46,7 @@ class Machines:
 
         async def serve(task_status: trio.TaskStatus[Daemon]) -> None:
             try:
-                await daemon.run(0, task_status=task_status)
+                await daemon.run(task_status=task_status)
             finally:
                 done.set()
 

@@ -59,7 +59,7 @@ class ThreadedDaemon:
 
     async def _main(self) -> None:
         async with trio.open_nursery() as nursery:
-            await nursery.start(self.daemon.run, 0)
+            await nursery.start(self.daemon.run)
             self._token = trio.lowlevel.current_trio_token()
             self._ready.set()
 
@@ -74,7 +74,7 @@ class ThreadedDaemon:
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ThreadedDaemon, dict[str, Any]]]:
     home = tmp_path_factory.mktemp("fuzz-home")
     threaded = ThreadedDaemon(home)
-    with Client(threaded.daemon.port) as owner:
+    with Client(threaded.daemon.socket_path) as owner:
         token = homes.read_owner_token(home)
         # No members: no notices, so no delivery report moves the team while the fuzzer runs.
         owner.request("create", owner_token=token, fields={"id": "t1", "name": "Fuzz"})
@@ -85,12 +85,12 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ThreadedD
 
 
 class Connection:
-    def __init__(self, port: int) -> None:
-        self.port = port
+    def __init__(self, path: Path) -> None:
+        self.path = path
         self.client = self._open()
 
     def _open(self) -> Client:
-        client = Client(self.port)
+        client = Client(self.path)
         client.connect()
         return client
 
@@ -120,7 +120,7 @@ def test_a_live_daemon_survives_any_frame(
     served: tuple[ThreadedDaemon, dict[str, Any]], message: Any
 ) -> None:
     threaded, before = served
-    connection = Connection(threaded.daemon.port)
+    connection = Connection(threaded.daemon.socket_path)
     try:
         reply = connection.exchange(message)
         if reply is not None:

@@ -1,6 +1,6 @@
 # The remote spec's tables are the code's: a bound, channel, refusal, error code or frame kind of the
-# layer between machines (io/seal.py, io/relay.py, io/pairing.py, io/remote.py) changes spec/remote-v1.md in
-# the same commit, or this fails.
+# layer between machines (io/seal.py, io/relay.py, io/pairing.py, io/remote.py, and io/throttled_log.py that
+# bounds their refusal logs) changes spec/remote-v1.md in the same commit, or this fails.
 #
 # How the code side is read, and why it is robust:
 # - Bounds: each row's `where` names the code (`module.NAME`, `module.Class.field` of an attrs class, read
@@ -21,6 +21,7 @@ import ast
 import inspect
 import json
 import operator
+import re
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -31,14 +32,21 @@ import attrs
 
 from harness.cli import output
 from harness.cli import pair as pair_cli
+from harness.core import bounded_json
 from harness.core import delivery as d
 from harness.core.codec import desk_command_to_json
-from harness.io import pairing, relay, remote, seal
+from harness.io import pairing, relay, remote, seal, throttled_log
 from harness.io.team_delivery import DeliveryReport
 from tests.spec_tables import read_table
 
 SPEC = "remote-v1.md"
-MODULES: dict[str, ModuleType] = {"relay": relay, "seal": seal, "pairing": pairing, "remote": remote}
+MODULES: dict[str, ModuleType] = {
+    "relay": relay,
+    "seal": seal,
+    "pairing": pairing,
+    "remote": remote,
+    "throttled_log": throttled_log,
+}
 
 _OPERATORS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
@@ -362,6 +370,52 @@ def test_relay_notices_equal_code() -> None:
     assert spec == _call_args(relay, "_notice", 1)
 
 
+def _relay_counters() -> tuple[set[str], set[str]]:
+    """(counters `Relay._refused` is called with, `PREFIX_REASON` for those named by an f-string; every
+    counter the relay increments by a literal key)."""
+    refused: set[str] = set()
+    for call in _calls(relay, "_refused"):
+        name = call.args[0]
+        if isinstance(name, ast.JoinedStr) and isinstance(name.values[0], ast.Constant):
+            refused.add(f"{name.values[0].value}REASON")
+        refused |= set(_strings(name, relay))
+    counted = {
+        node.target.slice.value
+        for node in ast.walk(_tree(relay))
+        if isinstance(node, ast.AugAssign)
+        and isinstance(node.target, ast.Subscript)
+        and isinstance(node.target.slice, ast.Constant)
+        and ast.unparse(node.target.value) == "self.stats"
+    }
+    return refused, counted
+
+
+def _names(reason: str, text: str) -> bool:
+    return re.search(rf"\b{reason}\b", text) is not None
+
+
+def test_relay_refusals_equal_code() -> None:
+    table = read_table(SPEC, "relay-refusals")
+    rows = {name.strip(): row for row in table for name in row["counter"].split(",")}
+    refused, counted = _relay_counters()
+    for name in refused:
+        prefix, _, reason = name.partition("_")
+        row = rows.get(name) or rows.get(f"{prefix}_REASON")
+        assert row is not None, f"relay counter {name} has no row"
+        assert name in rows or _names(reason, row["when"]), f"the {prefix}_REASON row does not name {reason}"
+    assert set(rows) <= refused | counted, set(rows) - refused - counted
+    # The reasons a hello or frame is refused for: the bounded parser's, and the relay's own for a hello.
+    parser = _call_args(bounded_json, "JsonRefused", 0)
+    proven = list(ast.walk(ast.parse(_source(relay._proven_key))))
+    own = {text for n in proven if isinstance(n, ast.Return) and n.value for text in _strings(n.value, relay)}
+    own |= {text for n in proven if isinstance(n, ast.IfExp) for text in _strings(n.orelse, relay)}
+    assert own == {"binary", "shape", "proof"}
+    for reason in parser | own:
+        assert _names(reason, rows["hello_REASON"]["when"]), reason
+    for reason in parser | {"binary", "shape"}:
+        assert _names(reason, rows["frame_REASON"]["when"]), reason
+
+
 def test_pairing_refusals_equal_code() -> None:
     rows = read_table(SPEC, "pairing-refusals")
     built = _call_args(pairing, "PairingError", 0)
@@ -395,7 +449,7 @@ def test_remote_error_codes_equal_code() -> None:
             codes |= set(_strings(node.value, remote))
     assert {row["code"] for row in rows} == codes
     # The gateway closes the connection on `uncertain` (the CLI's exit 4); any other code is an error frame.
-    assert "if error.code == UNCERTAIN:" in _source(remote.RemoteNode._gateway_request)
+    assert "if error.code == UNCERTAIN:" in _source(remote.RemoteNode._gateway_answer)
     for row in rows:
         expected = output.UNCERTAIN if row["code"] == remote.UNCERTAIN else output.PROTOCOL_ERROR
         assert int(row["CLI exit"]) == expected, row

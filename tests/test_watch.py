@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import asyncio
+import html
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -17,7 +19,8 @@ import trio
 from rich.text import Text
 from textual.widgets import DataTable, Static
 
-from harness.cli.watch import Link, Snapshot, WatchApp
+from harness.cli.watch import Link, Observed, Snapshot, WatchApp
+from harness.core.terminal_text import BIDI_CONTROLS
 from harness.io import home as homes
 from harness.io.client import Client
 from harness.io.daemon import Daemon
@@ -34,20 +37,19 @@ class DaemonThread:
 
     def __init__(self, home: Path) -> None:
         self.home = home
-        self.port = 0
+        self.socket_path = home / homes.SOCKET_FILE
         self._thread: threading.Thread | None = None
         self._token: trio.lowlevel.TrioToken | None = None
         self._daemon: Daemon | None = None
 
-    def start(self, port: int = 0) -> DaemonThread:
+    def start(self) -> DaemonThread:
         ready = threading.Event()
 
         async def main() -> None:
             self._token = trio.lowlevel.current_trio_token()
             self._daemon = Daemon(self.home, log=lambda line: None)
             async with trio.open_nursery() as nursery:
-                await nursery.start(self._daemon.run, port)
-                self.port = self._daemon.port
+                await nursery.start(self._daemon.run)
                 ready.set()
 
         self._thread = threading.Thread(target=trio.run, args=(main,), daemon=True)
@@ -63,7 +65,7 @@ class DaemonThread:
         assert self._daemon.internal_errors == 0
 
     def call(self, action: str, **fields: Any) -> Any:
-        with Client(self.port) as client:
+        with Client(self.socket_path) as client:
             token = homes.read_owner_token(self.home)
             return client.request(action, team_id=TEAM, owner_token=token, fields=fields)
 
@@ -71,7 +73,7 @@ class DaemonThread:
 @pytest.fixture
 def daemon(tmp_path: Path) -> Iterator[DaemonThread]:
     running = DaemonThread(tmp_path / "home").start()
-    with Client(running.port) as client:
+    with Client(running.socket_path) as client:
         token = homes.read_owner_token(running.home)
         client.request("create", owner_token=token, fields={"id": TEAM, "name": "Build", "members": MEMBERS})
     yield running
@@ -93,6 +95,19 @@ async def until(condition: Callable[[], bool], pilot: Any, seconds: float = 10) 
 def plain(app: WatchApp, selector: str) -> str:
     content = app.query_one(selector, Static).render()
     return content.plain if isinstance(content, Text) else str(content)
+
+
+def screen_text(app: WatchApp) -> str:
+    """The screen as the terminal shows it, row by row, read back from Textual's own screenshot (rich's SVG:
+    one <text> per run of cells, tagged with its row)."""
+    rows: dict[int, list[tuple[float, str]]] = {}
+    for x, row, text in re.findall(
+        r'<text class="[^"]*" x="([\d.]+)" y="[\d.]+" textLength="[\d.]+" '
+        r'clip-path="url\(#[^)]*-line-(\d+)\)">([^<]*)</text>',
+        app.export_screenshot(),
+    ):
+        rows.setdefault(int(row), []).append((float(x), html.unescape(text).replace("\xa0", " ")))
+    return "\n".join("".join(text for _, text in sorted(rows[row])) for row in sorted(rows))
 
 
 def run(app: WatchApp, scenario: Callable[[Any], Awaitable[None]], size: tuple[int, int]) -> None:
@@ -133,7 +148,7 @@ def test_keys_select_refresh_and_quit(daemon: DaemonThread) -> None:
         assert "question: answered" in detail
         # Question state and delivery state are separate columns.
         row = table.get_row("q1")
-        assert row[0] == "answered"
+        assert str(row[0]) == "answered"
         assert str(row[1]).split()[0] in {"queued", "held", "delivered", "withdrawn", "expired"}
         # `r` refreshes from a fresh `get`; the same revision changes nothing.
         shown = app.revision
@@ -194,7 +209,7 @@ def test_reconnects_after_a_daemon_restart(daemon: DaemonThread) -> None:
         assert "[last known]" in plain(app, "#title")
         # The old view stays while the daemon is away.
         assert app.query_one("#exchanges", DataTable).row_count == 1
-        await asyncio.to_thread(daemon.start)  # a new port: found again through daemon.json
+        await asyncio.to_thread(daemon.start)  # a new daemon: found again through daemon.json
         await asyncio.to_thread(ask, daemon, "q1", "after the restart")
         await until(lambda: app.link == "live" and app.revision > revision, pilot)
         assert app.query_one("#exchanges", DataTable).row_count == 2
@@ -236,7 +251,7 @@ def test_narrow_and_wide_layouts(daemon: DaemonThread, width: int) -> None:
             assert app.screen.has_class("-wide") and detail.x >= lists.right and detail.y == lists.y
         assert "an answer" in plain(app, "#detail-text")
         # The two state columns come first, so they are visible even at 60 columns.
-        assert app.query_one("#exchanges", DataTable).get_row("q0")[0] == "answered"
+        assert str(app.query_one("#exchanges", DataTable).get_row("q0")[0]) == "answered"
 
     run(app, scenario, (width, 30))
 
@@ -250,8 +265,8 @@ def test_the_roster_shows_what_the_daemon_sees_of_local_terminals(daemon: Daemon
         roster = app.query_one("#roster", DataTable)
         await until(lambda: app.observations.get("m-cat") == "not registered", pilot)
         await pilot.pause()
-        assert roster.get_row("m-cat")[2] == "not registered"
-        assert roster.get_row("m-ann")[2] == "-"  # on another machine: nothing to observe from here
+        assert str(roster.get_row("m-cat")[2]) == "not registered"
+        assert str(roster.get_row("m-ann")[2]) == "-"  # on another machine: nothing to observe from here
 
     run(app, scenario, (120, 30))
 
@@ -269,3 +284,60 @@ def test_redirected_output_refuses_and_points_to_get_json(tmp_path: Path) -> Non
     )
     assert done.returncode == 2
     assert f"harness team --team {TEAM} get --json" in done.stderr
+
+
+def test_finding_6_every_field_of_a_snapshot_is_shown_escaped_never_as_markup(tmp_path: Path) -> None:
+    """Issue 14, finding 6 ("Viewers print what peers wrote"): names, roles and texts are the members', and a
+    team of a paired machine (`--machine`) comes whole from that machine, states and reasons included. Every
+    field is shown with each control character visible, and text that looks like markup as itself (a plain
+    string cell of a DataTable is read as markup)."""
+
+    def hostile(word: str) -> str:
+        return f"{word}\x1b]2;pwned\x1b\\\x9b\u202e\x00[b]{word}[/b]"
+
+    member = {
+        "id": "m-ann",
+        "machineId": hostile("machine"),
+        "agentId": hostile("agent"),
+        "name": hostile("ann"),
+        "role": hostile("role"),
+        "state": hostile("mstate"),
+        "introduction": {"state": "delivered", "reason": hostile("intro")},
+    }
+    exchange = {
+        "id": "q1",
+        "from": "m-ann",
+        "to": "m-ann",
+        "state": hostile("qstate"),
+        "text": hostile("question"),
+        "context": hostile("context"),
+        "createdAt": 1,
+        "deadlineAt": 2,
+        "delivery": {"state": "unconfirmed", "reason": hostile("why")},
+        "answer": {"author": "m-ann", "text": hostile("answer"), "evidence": [hostile("ref")], "at": 3},
+    }
+    team = {
+        "id": TEAM,
+        "name": hostile("team"),
+        "state": hostile("tstate"),
+        "revision": 1,
+        "members": [member],
+        "exchanges": [exchange],
+    }
+    app = WatchApp(tmp_path, TEAM, subscribe=False)
+
+    async def scenario(pilot: Any) -> None:
+        app.post_message(Snapshot(team))
+        app.post_message(Observed({"m-ann": hostile("seen")}))
+        app.post_message(Link("gone", hostile("link")))
+        await until(lambda: "answer" in plain(app, "#detail-text") and app.link == "gone", pilot)
+        await pilot.pause()
+        screen = screen_text(app)
+        unprintable = {c for c in screen if c != "\n" and (not c.isprintable() or c in BIDI_CONTROLS)}
+        assert unprintable == set(), screen
+        words = ("team", "tstate", "link", "ann", "mstate", "seen", "role", "intro", "agent", "machine")
+        words += ("qstate", "why", "question", "context", "answer", "ref")
+        for word in words:
+            assert f"{word}␛]2;pwned␛\\\\u009b\\u202e^@[b]{word}[/b]" in screen, (word, screen)
+
+    run(app, scenario, (600, 60))

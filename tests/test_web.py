@@ -18,11 +18,12 @@ from typing import Any
 
 import pytest
 import trio
-from trio_websocket import WebSocketConnection, WebSocketRequest, open_websocket_url, serve_websocket
+from trio_websocket import WebSocketConnection, open_websocket_url
 
 from harness.io import home as homes
 from harness.io.client import Client
 from harness.io.daemon import Daemon
+from harness.io.listeners import Listener, ListenerLimits, Slot, local_listener
 from harness.io.rpc import PROTOCOL, result_frame, snapshot_frame
 from harness.io.web import WebServer
 
@@ -204,8 +205,8 @@ async def tab(browser: str, url: str) -> AsyncIterator[Tab]:
             await _call(ws, "Target.closeTarget", {"targetId": target}, None)
 
 
-def owner_call(home: Path, port: int, action: str, **fields: Any) -> Any:
-    with Client(port) as client:
+def owner_call(home: Path, action: str, **fields: Any) -> Any:
+    with Client(home / homes.SOCKET_FILE) as client:
         return client.request(action, team_id=TEAM, owner_token=homes.read_owner_token(home), fields=fields)
 
 
@@ -214,7 +215,7 @@ async def daemon(home: Path) -> AsyncIterator[Daemon]:
     """A real daemon for the body of the block; it has stopped (cleanly) when the block ends."""
     running = Daemon(home, log=lambda line: None)
     async with trio.open_nursery() as nursery:
-        await nursery.start(running.run, 0)
+        await nursery.start(running.run)
         try:
             yield running
         finally:
@@ -228,18 +229,17 @@ async def test_the_page_shows_a_team_live_acts_and_survives_a_daemon_restart(
     home = tmp_path / "home"
     token = None
 
-    async def owner(port: int, action: str, **fields: Any) -> Any:
-        return await trio.to_thread.run_sync(partial(owner_call, home, port, action, **fields))
+    async def owner(action: str, **fields: Any) -> Any:
+        return await trio.to_thread.run_sync(partial(owner_call, home, action, **fields))
 
     async with trio.open_nursery() as nursery:
         server = WebServer(home, TEAM)
         await nursery.start(server.run, 0)
         url = server.url(server.mint_ticket())
-        async with daemon(home) as first:
-            await owner(first.port, "create", id=TEAM, name="Build", members=MEMBERS)
+        async with daemon(home):
+            await owner("create", id=TEAM, name="Build", members=MEMBERS)
             token = homes.read_owner_token(home)
             await owner(
-                first.port,
                 "ask",
                 id="q1",
                 to="bob",
@@ -249,7 +249,7 @@ async def test_the_page_shows_a_team_live_acts_and_survives_a_daemon_restart(
             )
         async with tab(browser, url) as page, daemon(home) as second:
             await page.until("document.querySelector('#team-name').textContent === 'Build'")
-            assert await page.text("#link") == f"Live: daemon on 127.0.0.1:{second.port}"
+            assert await page.text("#link") == f"Live: daemon pid {os.getpid()}"
             assert await page.js("location.hash") == ""  # the spent ticket left the address bar
             assert await page.text(".exchange .q-state") == "open"
             assert (await page.text(".exchange .d-state")).split()[0] in {"queued", "held"}
@@ -261,7 +261,6 @@ async def test_the_page_shows_a_team_live_acts_and_survives_a_daemon_restart(
             # An answer arrives: the page follows without a reload.
             revision = int(await page.js("document.documentElement.dataset.revision"))
             await owner(
-                second.port,
                 "reply",
                 questionId="q1",
                 text="GET /v1/daemon/state",
@@ -291,11 +290,11 @@ async def test_the_page_shows_a_team_live_acts_and_survives_a_daemon_restart(
             assert f"Showing revision {shown} as last known" in await page.text("#link")
             assert await page.text("#answer-text") == "GET /v1/daemon/state"
             assert await page.js("document.querySelector('#btn-resume').disabled") is True
-            # ...and when it is back (on another port), reconnects with its session, not the spent ticket.
-            async with daemon(home) as third:
-                live = f"Live: daemon on 127.0.0.1:{third.port}"
+            # ...and when it is back (a new process), reconnects with its session, not the spent ticket.
+            async with daemon(home):
+                live = f"Live: daemon pid {os.getpid()}"
                 await page.until(f"document.querySelector('#link').textContent === '{live}'")
-                await owner(third.port, "resume")
+                await owner("resume")
                 await page.until("document.querySelector('#team-state').textContent === 'active'")
 
         # The ticket was for one page load only.
@@ -316,7 +315,6 @@ class FakeDaemon:
         self.page: WebSocketConnection | None = None
         self.subscription = ""
         self.push_older_first = False
-        self.port = 0
 
     def team(self, revision: int, name: str) -> dict[str, Any]:
         exchange = {
@@ -346,14 +344,15 @@ class FakeDaemon:
     async def serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         homes.ensure_home(self.home)
         homes.owner_token(self.home)
+        path = self.home / homes.SOCKET_FILE
+        guard = Listener("fake daemon", ListenerLimits(), lambda line: None)
+        listener = local_listener(path)
         async with trio.open_nursery() as nursery:
-            server = await nursery.start(serve_websocket, self._handle, "127.0.0.1", 0, None)
-            self.port = server.port
-            homes.write_private_json(self.home / homes.DAEMON_FILE, {"pid": os.getpid(), "port": self.port})
+            await nursery.start(guard.serve, listener, guard.websockets(self._handle, 1 << 20))
+            homes.write_private_json(self.home / homes.DAEMON_FILE, {"pid": os.getpid(), "socket": str(path)})
             task_status.started()
 
-    async def _handle(self, request: WebSocketRequest) -> None:
-        ws = await request.accept()
+    async def _handle(self, ws: WebSocketConnection, slot: Slot) -> None:
         async for message in _messages(ws):
             frame = json.loads(message)
             action, request_id = frame["action"], frame["requestId"]

@@ -26,10 +26,10 @@ async def serving(tmp_path: Path) -> AsyncIterator[tuple[Daemon, WebServer]]:
     home = tmp_path / "home"
     daemon = Daemon(home, log=lambda line: None)
     async with trio.open_nursery() as nursery:
-        await nursery.start(daemon.run, 0)
+        await nursery.start(daemon.run)
 
         def create() -> None:
-            with Client(daemon.port) as client:
+            with Client(daemon.socket_path) as client:
                 token = homes.read_owner_token(home)
                 client.request(
                     "create", owner_token=token, fields={"id": TEAM, "name": "B", "members": MEMBERS}

@@ -4,6 +4,10 @@
 // (for this browser tab's session) with its target and offers checks that re-read the ledger; nothing here
 // resends. The page holds no owner token: the server trades the one-time ticket in the URL fragment for a
 // session and adds the token itself.
+//
+// Every word from the daemon reaches the page through `shown`, and only as text (text nodes, textContent,
+// never HTML): a name or a question may hold markup, escape sequences or bidi overrides, and none of them may
+// act on the page or reorder and hide what a person reads.
 
 const SESSION_KEY = "harness.session";
 const ATTEMPTS_KEY = "harness.attempts";
@@ -28,6 +32,30 @@ const pending = new Map();
 
 const $ = (selector) => document.querySelector(selector);
 
+// What core/terminal_text.py's terminal_safe(text, tabs=True) shows a terminal, for the page: each control
+// character, bidi control and invisible separator is replaced by a visible sign (␛, ^C, \u202e), so a reader
+// sees that it was there. tests/test_viewer_escaping.py keeps the two equal over every code point.
+const BIDI_CONTROLS = new Set("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069");
+const NOT_PRINTED = /^[\p{C}\p{Z}]$/u; // Other (control, format, surrogate, private, unassigned), Separator
+
+function visible(char) {
+  const code = char.codePointAt(0);
+  if (code === 0x1b) return "\u241b";
+  if (code < 0x20) return `^${String.fromCharCode(code + 0x40)}`;
+  if (code === 0x7f) return "^?";
+  return code <= 0xffff ? `\\u${code.toString(16).padStart(4, "0")}` : `\\U${code.toString(16).padStart(8, "0")}`;
+}
+
+export function shown(value) {
+  const text = String(value).replaceAll("\r\n", "\n");
+  const kept = (char) => char === "\n" || char === "\t" || char === " " || !(NOT_PRINTED.test(char) || BIDI_CONTROLS.has(char));
+  return Array.from(text, (char) => (kept(char) ? char : visible(char))).join("");
+}
+
+function put(node, text) {
+  node.textContent = shown(text);
+}
+
 function h(tag, props = {}, ...children) {
   const node = document.createElement(tag);
   for (const [key, value] of Object.entries(props)) {
@@ -37,7 +65,7 @@ function h(tag, props = {}, ...children) {
     else if (value !== false && value !== null && value !== undefined) node.setAttribute(key, value);
   }
   for (const child of children.flat()) {
-    if (child !== null && child !== undefined && child !== false) node.append(child);
+    if (child !== null && child !== undefined && child !== false) node.append(child instanceof Node ? child : shown(child));
   }
   return node;
 }
@@ -77,7 +105,7 @@ function receive(frame) {
   if (frame.type === "web_hello") {
     sessionStorage.setItem(SESSION_KEY, frame.session);
     view.teamId = frame.teamId;
-    if (!view.team) $("#team-name").textContent = `Team ${frame.teamId}`;
+    if (!view.team) put($("#team-name"), `Team ${frame.teamId}`);
   } else if (frame.type === "web_refused") {
     refused = true;
     setLink("refused", frame.detail);
@@ -133,14 +161,14 @@ function setLink(state, detail) {
   view.link = { state, detail };
   const node = $("#link");
   node.className = `link link-${state}`;
-  const shown = view.team ? ` Showing revision ${view.revision} as last known.` : "";
-  node.textContent = {
+  const last = view.team ? ` Showing revision ${view.revision} as last known.` : "";
+  put(node, {
     connecting: `Connecting: ${detail}`,
     live: `Live: ${detail}`,
-    gone: `Daemon not reachable: ${detail}. Reconnecting…${shown}`,
+    gone: `Daemon not reachable: ${detail}. Reconnecting…${last}`,
     incompatible: `The daemon is too old for this page: ${detail}`,
     refused: `Refused: ${detail}`,
-  }[state] ?? detail;
+  }[state] ?? detail);
   renderActions();
 }
 
@@ -148,7 +176,7 @@ function setLink(state, detail) {
 
 function notice(text) {
   const node = $("#notice");
-  node.textContent = text;
+  put(node, text);
   node.hidden = false;
 }
 
@@ -262,7 +290,7 @@ function deliveryText(delivery) {
 }
 
 function excerpt(text) {
-  const flat = String(text || "").split(/\s+/).join(" ").trim();
+  const flat = shown(text || "").split(/\s+/).join(" ").trim(); // shown first: no separator vanishes
   return flat.length <= EXCERPT ? flat : `${flat.slice(0, EXCERPT - 1)}…`;
 }
 
@@ -273,12 +301,12 @@ function names() {
 function render() {
   const team = view.team;
   if (!team) return;
-  document.title = `${team.name} · harness`;
-  $("#team-name").textContent = team.name;
+  document.title = shown(`${team.name} · harness`);
+  put($("#team-name"), team.name);
   const state = $("#team-state");
-  state.textContent = team.state;
+  put(state, team.state);
   state.className = `badge team-${team.state}`;
-  $("#revision").textContent = `revision ${team.revision}`;
+  put($("#revision"), `revision ${team.revision}`);
   renderActions();
   renderRoster(team);
   renderExchanges(team);

@@ -32,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         checkpoint_policy=CheckpointPolicy(every=args.checkpoint_every),
         log=lambda line: print(f"harness daemon: {line}", file=sys.stderr, flush=True),
     )
-    trio.run(serve_until_signalled, daemon, 0)
+    trio.run(serve_until_signalled, daemon)
     return 0
 
 

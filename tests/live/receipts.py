@@ -18,7 +18,7 @@ _KEY = re.compile(r"(--key\s+)\S+")
 
 
 def redact(text: str) -> str:
-    """A notice text without its member key (introductions carry one)."""
+    """A notice text without a member key (an introduction to a member on a paired machine carries one)."""
     return _KEY.sub(r"\1***", text)
 
 

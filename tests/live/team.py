@@ -3,12 +3,12 @@
 #
 # Topology. `unshare -n` makes the namespace; in it run one scripted fake model per engine (127.0.0.1:8765,
 # 8766, ... of that namespace; each also serves its control API on a Unix socket file), the daemon
-# (tests/live/daemon_main.py: `harness daemon run` with test knobs) on a loopback port of that namespace,
-# and one tmux server (a socket file) with a session per engine, each with its own HOME and config. The
-# engines' shell tools run `harness team --home H --team T --key K ...` (the prefix their introduction
-# taught them) and reach the daemon on that shared loopback, as agents on one machine do. Nothing in there
-# can reach any other address, and nothing outside can reach in except through files: the tmux socket, the
-# fake models' control sockets, the daemon's data directory. The one exception is deliberate and local: the
+# (tests/live/daemon_main.py: `harness daemon run` with test knobs) on its Unix socket in its data
+# directory, and one tmux server (a socket file) with a session per engine, each with its own HOME and
+# config. The engines' shell tools run `harness team --home H --team T --key-file F ...` (the prefix their
+# introduction taught them) and reach the daemon through its socket file, as agents on one machine do.
+# Nothing in there can reach any other address, and nothing outside can reach in except through files: the
+# tmux socket, the fake models' control sockets, the daemon's data directory (its socket among them). The
 # test talks to the daemon from a single thread of its own that `setns` moved into the namespace (a network
 # namespace is per thread), so it needs no helper process; sockets it opens there stay there.
 #
@@ -126,7 +126,7 @@ class LiveTeam:
     netns: str
     worker: NamespaceWorker
     daemon_pid: int
-    port: int
+    daemon_socket: Path
     machine_id: str
     token: str
     timings: dict[str, float] = field(default_factory=dict)
@@ -138,7 +138,7 @@ class LiveTeam:
         """One owner request to the daemon."""
 
         def go() -> Any:
-            with Client(self.port) as client:
+            with Client(self.daemon_socket) as client:
                 return client.request(action, team_id=team_id, owner_token=self.token, fields=fields)
 
         return self.worker.call(go)
@@ -399,7 +399,7 @@ def launch_team(
             netns=netns,
             worker=worker,
             daemon_pid=int(info["pid"]),
-            port=int(info["port"]),
+            daemon_socket=Path(info["socket"]),
             machine_id=str(info["machineId"]),
             token=homes.read_owner_token(daemon_home) or "",
         )
@@ -449,7 +449,7 @@ def _wait_daemon(root: Path, home: Path, *, timeout: float) -> dict[str, Any]:
     while time.monotonic() < deadline:
         with contextlib.suppress(homes.HomeError):
             info = homes.read_daemon_info(home)
-            if info is not None and isinstance(info.get("port"), int) and info.get("port"):
+            if info is not None and isinstance(info.get("socket"), str):
                 return info
         time.sleep(0.05)
     log = (root / "daemon.log").read_text(encoding="utf-8") if (root / "daemon.log").exists() else ""

@@ -1,0 +1,171 @@
+# The relay under strangers (issue 15): nothing a connection sends ends `harness relay serve` (finding 2: one
+# nested hello did), every message is bounded before it is parsed, a connection that does not prove an
+# address in time or sends too much first is closed, and the two caps (pending, authenticated) always admit a
+# newcomer, so strangers holding connections cannot lock paired machines out. Also the client: a hostile or
+# refusing relay is a RelayError, never a crash of the machine that connected to it.
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable
+
+import trio
+from trio_websocket import WebSocketRequest, serve_websocket
+
+from harness.io.relay import HOST, Frame, Notice, Relay, RelayError, RelayLimits, connect_relay
+from harness.io.seal import Identity, b64
+from tests import test_relay_processes
+from tests.hostile_relay import WAIT, as_stranger, nested, send_hello
+from tests.test_relay_processes import World, ask_and_reach_b
+
+# test_relay_processes' `world` fixture: a relay and two paired daemons (processes), a team across them
+paired_world = test_relay_processes.world
+
+
+async def start(nursery: trio.Nursery, limits: RelayLimits) -> tuple[Relay, str]:
+    relay = Relay(limits)
+    port = await nursery.start(relay.serve, 0)
+    return relay, f"ws://{HOST}:{port}"
+
+
+async def until(predicate: Callable[[], bool]) -> None:
+    with trio.fail_after(WAIT):
+        while not predicate():
+            await trio.sleep(0.01)
+
+
+# --- finding 2, with the real processes ---------------------------------------------------------------------
+
+
+def test_finding_2_nested_hello_refused(paired_world: World) -> None:
+    """A nested hello (no authentication needed) and nested frames after authentication used to end `harness
+    relay serve` with RecursionError. Each is refused on its own connection, counted, and the relay keeps
+    routing the paired machines' traffic."""
+    world = paired_world
+    deep = nested(5000)
+    wrong_types = json.dumps({"type": "hello", "publicKey": 7, "proof": None})
+    deep_field = json.dumps({"type": "hello", "publicKey": json.loads(nested(900, "{"))})
+    for hello in (deep, wrong_types, deep_field):
+        back, code = trio.run(send_hello, world.url, hello)
+        assert (back, code) == ([], 4001), (back, code)  # no welcome: closed, authentication failed
+        assert world.relay.running, world.relay.text()
+    raw = [deep, json.dumps({"to": json.loads(nested(900)), "blob": b64(b"x")})]
+    notices = trio.run(
+        lambda: as_stranger(world.url, world.a.address, [], raw=raw, until=lambda back: len(back) == 2)
+    )
+    assert [n.kind for n in notices if isinstance(n, Notice)] == ["bad_frame", "bad_frame"], notices
+    assert world.relay.running, world.relay.text()
+
+    ask_and_reach_b(world, "q1")  # A -> relay -> B, and B's report back
+    assert world.relay.stop() == 0  # SIGTERM: the relay prints its counters as it leaves
+    stats = json.loads(world.relay.text().splitlines()[-1])["stats"]
+    assert stats["hello_too_deep"] == 2 and stats["hello_shape"] == 1 and stats["auth_failures"] == 3, stats
+    assert stats["frame_too_deep"] == 2 and stats["frames"] >= 2 and "internal_errors" not in stats, stats
+    assert world.relay.text().count("refused (hello_too_deep)") == 1  # logged once, counted twice
+
+
+# --- the caps, on a relay in this process -------------------------------------------------------------------
+
+
+async def test_a_full_relay_admits_a_newcomer_and_closes_the_quietest(nursery: trio.Nursery) -> None:
+    """A relay full of strangers' authenticated connections still admits whoever comes next (a paired
+    machine reconnecting), and never closes the machines that keep routing frames."""
+    relay, url = await start(nursery, RelayLimits(max_connections=4))
+    a, b = Identity.generate(), Identity.generate()
+    async with (
+        connect_relay(url, a) as ca,
+        connect_relay(url, b) as cb,
+        contextlib.AsyncExitStack() as strangers,
+    ):
+        for _ in range(12):  # strangers keep arriving while a and b talk between their arrivals
+            await strangers.enter_async_context(connect_relay(url, Identity.generate()))
+            await ca.send(b.address, b"ping")
+            assert await cb.receive() == Frame(a.address, b"ping")
+            await cb.send(a.address, b"pong")
+            assert await ca.receive() == Frame(b.address, b"pong")
+        assert len(relay.connected()) == 4 and {a.address, b.address} <= set(relay.connected())
+        newcomer = Identity.generate()
+        async with connect_relay(url, newcomer) as cn:  # full, and still admitted
+            await cn.send(a.address, b"hi")
+            assert await ca.receive() == Frame(newcomer.address, b"hi")
+    assert relay.stats["quiet_evicted"] == 11  # 15 connections through 4 slots; a and b never among them
+
+
+async def test_pending_connections_are_capped_and_dropped_after_the_hello_timeout(
+    nursery: trio.Nursery,
+) -> None:
+    relay, url = await start(nursery, RelayLimits(max_pending=4, hello_timeout=1.0))
+    silent = [await trio.open_tcp_stream(HOST, relay.port) for _ in range(10)]  # never say anything
+    await until(lambda: relay.stats["pending_evicted"] == 6)
+    assert relay.pending() == 4
+    async with connect_relay(url, Identity.generate()) as client:  # a newcomer proves its address anyway
+        assert client.address in relay.connected()
+    await until(lambda: relay.pending() == 0)
+    assert relay.stats["pending_evicted"] == 7 and relay.stats["auth_timeouts"] == 3
+    for stream in silent:  # each was closed by the relay
+        with trio.fail_after(WAIT):
+            assert await stream.receive_some() == b""
+        await stream.aclose()
+
+
+async def test_a_connection_sending_more_than_hello_bytes_before_its_welcome_is_closed(
+    nursery: trio.Nursery,
+) -> None:
+    relay, url = await start(nursery, RelayLimits(hello_bytes=4096))
+    back, _ = await send_hello(url, json.dumps({"type": "hello", "publicKey": "A" * 8000, "proof": ""}))
+    assert back == [] and relay.stats["hello_too_large"] == 1 and relay.connected() == []
+
+
+# --- the client against a hostile or refusing relay ---------------------------------------------------------
+
+
+async def test_a_relay_refusing_the_handshake_is_a_relay_error(nursery: trio.Nursery) -> None:
+    """A full or refusing relay answers the WebSocket handshake with an HTTP error: the client gets a
+    RelayError (which the daemon retries), not an ExceptionGroup that ends it."""
+
+    async def refuse(request: WebSocketRequest) -> None:
+        await request.reject(503)
+
+    server = await nursery.start(serve_websocket, refuse, HOST, 0, None)
+    try:
+        async with connect_relay(f"ws://{HOST}:{server.port}", Identity.generate()):
+            raise AssertionError("a refused handshake connected")
+    except RelayError as error:
+        assert "503" in str(error)
+
+
+async def test_a_hostile_relay_cannot_end_its_client(nursery: trio.Nursery) -> None:
+    """A relay operator answering with nested JSON, wrong types or a low-order key: RelayError at connect;
+    after the welcome, such messages are skipped and the next good frame is delivered."""
+    identity = Identity.generate()
+    challenges = [
+        nested(5000),
+        json.dumps({"relayKey": 1, "nonce": None}),
+        json.dumps({"relayKey": b64(bytes(32)), "nonce": ""}),  # a low-order key
+    ]
+
+    async def hostile(request: WebSocketRequest) -> None:
+        ws = await request.accept()
+        if challenges:
+            await ws.send_message(challenges.pop(0))
+            return
+        relay_key = b64(Identity.generate().public)
+        await ws.send_message(json.dumps({"type": "challenge", "relayKey": relay_key, "nonce": ""}))
+        await ws.get_message()
+        await ws.send_message(json.dumps({"type": "welcome", "address": identity.address}))
+        for junk in (nested(5000), json.dumps({"from": 1, "blob": []}), json.dumps({"notice": None})):
+            await ws.send_message(junk)
+        await ws.send_message(json.dumps({"from": "x" * 32, "blob": b64(b"fine")}))
+        await trio.sleep_forever()
+
+    server = await nursery.start(serve_websocket, hostile, HOST, 0, None)
+    url = f"ws://{HOST}:{server.port}"
+    for _ in range(3):
+        try:
+            async with connect_relay(url, identity):
+                raise AssertionError("a hostile challenge connected")
+        except RelayError:
+            pass
+    async with connect_relay(url, identity) as client:
+        with trio.fail_after(WAIT):
+            assert await client.receive() == Frame("x" * 32, b"fine")
