@@ -38,7 +38,9 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document (
 HomeOpt = Annotated[
     str | None, typer.Option("--home", help="Data directory (default $HARNESS_HOME, else per user).")
 ]
-PortOpt = Annotated[int | None, typer.Option("--port", help="Daemon port (default: from daemon.json).")]
+SocketOpt = Annotated[
+    str | None, typer.Option("--daemon-socket", help="Another local daemon's socket (default: from daemon.json).")
+]
 EngineOpt = Annotated[
     str,
     typer.Option(
@@ -59,8 +61,8 @@ NameOpt = Annotated[str, typer.Option("--name", help="The agent's name on this m
 IdOpt = Annotated[str | None, typer.Option("--id", help="Agent id (default: the daemon draws one).")]
 
 
-def _opts(json_out: bool, home: str | None, port: int | None) -> Options:
-    return Options().merge(json_out, home, port, None)
+def _opts(json_out: bool, home: str | None, socket: str | None) -> Options:
+    return Options().merge(json_out, home, socket, None)
 
 
 def _engine(opts: Options, engine: str) -> str:
@@ -163,14 +165,14 @@ def start(
     inbox_only: InboxOnlyOpt = False,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
-    port: PortOpt = None,
+    daemon_socket: SocketOpt = None,
 ) -> None:
     """Start an engine in a tmux session of the daemon's own server and register it."""
     import trio
 
     from harness.io.tmux import ProcessRunner, TmuxError, new_session
 
-    opts = _opts(json_out, home, port)
+    opts = _opts(json_out, home, daemon_socket)
     _engine(opts, engine)
     directory = (cwd or Path.cwd()).expanduser().absolute()
     if not directory.is_dir():
@@ -223,7 +225,7 @@ def attach(
     inbox_only: InboxOnlyOpt = False,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
-    port: PortOpt = None,
+    daemon_socket: SocketOpt = None,
 ) -> None:
     """Register an existing tmux pane that runs an engine (it is never killed by harness)."""
     import trio
@@ -231,7 +233,7 @@ def attach(
     from harness.io.agents import control_character
     from harness.io.tmux import ProcessRunner, TmuxError
 
-    opts = _opts(json_out, home, port)
+    opts = _opts(json_out, home, daemon_socket)
     _engine(opts, engine)
     server = socket or (os.environ.get("TMUX", "").split(",")[0] or "default")
     for option, value in (("--tmux", tmux), ("--socket", server)):
@@ -302,9 +304,9 @@ def _show_agent(agent: dict[str, Any]) -> None:
 
 
 @app.command("list")
-def list_agents(json_out: JsonOpt = False, home: HomeOpt = None, port: PortOpt = None) -> None:
+def list_agents(json_out: JsonOpt = False, home: HomeOpt = None, daemon_socket: SocketOpt = None) -> None:
     """Every registered agent with what its pane shows now."""
-    opts = _opts(json_out, home, port)
+    opts = _opts(json_out, home, daemon_socket)
     result = call(opts, "agent_list", team=False)
     agents = [_with_observation(agent) for agent in result.get("agents", [])]
     show(opts, {**result, "agents": agents}, _show_agents)
@@ -315,8 +317,8 @@ def show_agent(
     agent: Annotated[str, typer.Argument(metavar="AGENT_ID", help="Agent id or name.")],
     json_out: JsonOpt = False,
     home: HomeOpt = None,
-    port: PortOpt = None,
+    daemon_socket: SocketOpt = None,
 ) -> None:
     """One agent: its registration, its delivery desk, and what its pane shows now."""
-    opts = _opts(json_out, home, port)
+    opts = _opts(json_out, home, daemon_socket)
     show(opts, _with_observation(call(opts, "agent_show", {"agentId": agent}, team=False)), _show_agent)

@@ -514,17 +514,6 @@ class Responder:
         return peer, _mac(record.secret, b"res", me.public, joiner, code_id, my_id, joiner_id)
 
 
-def answer_request(
-    home: Path, me: Identity, blob: bytes, *, now: float | None = None
-) -> tuple[bytes, Peer | None]:
-    """One request answered as a Responder does, raising PairingError when it gets no reply."""
-    answer = Responder(home, me, log=lambda line: None, stats=collections.Counter())._answer(blob, now)
-    if answer.reply is None:
-        assert answer.refusal is not None
-        raise answer.refusal
-    return answer.reply, answer.peer
-
-
 def _reply_refusal(reply: dict[str, Any]) -> PairingError:
     """A's refusal as B shows it: a short code and printable text of bounded length, or bad_reply."""
     error, detail = reply.get("error"), reply.get("detail")

@@ -208,6 +208,7 @@ class RemoteNode:
         self._seal_block = seal_block
         self._rekey_at = rekey_at
         self._log = log or (lambda line: print(f"harness remote: {line}", file=sys.stderr, flush=True))
+        self._pairing = pairing.Responder(home, self.identity, log=self._log, stats=self.stats)
         self._token = homes.owner_token(home)
         self._handle_team: TeamHandler | None = None
         self._client: RelayClient | None = None
@@ -412,15 +413,9 @@ class RemoteNode:
                 waiter.done.set()
 
     async def _on_pair_request(self, client: RelayClient, frame: Frame) -> None:
-        try:
-            reply, peer = pairing.answer_request(self.home, self.identity, frame.blob)
-        except pairing.PairingError as error:
-            self.stats["pairing_refused"] += 1
-            self._log(f"pairing request refused: {error}")
-            return
-        if peer is not None:
-            self._log(f"paired with machine {peer.machine_id} ({peer.address})")
-        await client.send(frame.sender, reply)
+        reply = self._pairing.answer(frame.blob)  # never raises: refusals are counted, their log throttled
+        if reply is not None:
+            await client.send(frame.sender, reply)
 
     async def _on_sealed(self, client: RelayClient, frame: Frame) -> None:
         peer = self.peer(frame.sender)
