@@ -47,8 +47,8 @@ from trio_websocket import ConnectionClosed, WebSocketConnection
 
 from harness.core import delivery as d
 from harness.core.codec import desk_command_from_json, desk_command_to_json, to_json
-from harness.core.effects import parse_notice_id
 from harness.core.errors import Rejected
+from harness.core.remote_grant import request_teams
 from harness.io import home as homes
 from harness.io import pairing
 from harness.io.client import Client, Unreachable
@@ -809,17 +809,6 @@ class RemoteNode:
                 response = {"error": BAD_REQUEST}
             if "error" in response:
                 self.stats["carried_refused"] += 1
-
-
-def request_teams(command: OwnerRequest) -> list[str]:
-    """The teams an owner request concerns (read from its notice ids where it names no team)."""
-    if isinstance(command, d.Withdraw | d.AnswerRetrieved):
-        ids: tuple[str, ...] = (command.notice_id,)
-    elif isinstance(command, d.InboxRead):
-        ids = command.notice_ids
-    else:
-        return [command.team_id]
-    return sorted({parsed[0] for n in ids if (parsed := parse_notice_id(n)) is not None})
 
 
 class PeerDelivery:
