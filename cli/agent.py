@@ -39,7 +39,8 @@ HomeOpt = Annotated[
     str | None, typer.Option("--home", help="Data directory (default $HARNESS_HOME, else per user).")
 ]
 SocketOpt = Annotated[
-    str | None, typer.Option("--daemon-socket", help="Another local daemon's socket (default: from daemon.json).")
+    str | None,
+    typer.Option("--daemon-socket", help="Another local daemon's socket (default: from daemon.json)."),
 ]
 EngineOpt = Annotated[
     str,
