@@ -29,6 +29,7 @@ from tests.listener_world import TEAM, Machine
 HARNESS = [sys.executable, "-m", "harness.cli.main"]
 ROOT = Path(__file__).resolve().parent.parent
 NOBODY = 65534
+SYSTEM_PYTHON = "/usr/bin/python3"  # world-executable, unlike a venv under a private directory
 AS_NOBODY = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"]
 
 needs_root = pytest.mark.skipif(
@@ -49,13 +50,40 @@ def reachable() -> Iterator[Path]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def _other_user(job: dict[str, Any], *, as_nobody: bool) -> dict[str, str]:
+def _runnable_copy(base: Path) -> Path:
+    """What the other user runs, copied where it can read it: the checkout and its venv may sit in a private
+    directory (a fresh clone under a 0700 mktemp), which another uid can neither read nor execute. The
+    client needs only the standard library, harness.core/io, wsproto and h11; the system Python runs it."""
+    import h11
+    import wsproto
+
+    code = base / "code"
+    for source, target in ((ROOT / "core", "harness/core"), (ROOT / "io", "harness/io")):
+        shutil.copytree(source, code / target, ignore=shutil.ignore_patterns("__pycache__", "web_static"))
+    for module in (wsproto, h11):
+        shutil.copytree(Path(module.__file__).parent, code / module.__name__,  # type: ignore[arg-type]
+                        ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    (code / "tests").mkdir()
+    for name in ("__init__.py", "other_user.py", "raw_ws.py"):
+        shutil.copy(ROOT / "tests" / name, code / "tests" / name)
+    for directory in [code, *code.rglob("*")]:
+        directory.chmod(0o755 if directory.is_dir() else 0o644)
+    return code
+
+
+def _other_user(job: dict[str, Any], *, as_nobody: bool, base: Path | None = None) -> dict[str, str]:
+    command, cwd = [sys.executable, "-m", "tests.other_user"], ROOT
+    if as_nobody:
+        assert base is not None
+        cwd = _runnable_copy(base)
+        command = [*AS_NOBODY, SYSTEM_PYTHON, "-m", "tests.other_user"]
     done = subprocess.run(
-        [*(AS_NOBODY if as_nobody else []), sys.executable, "-m", "tests.other_user"],
+        command,
         input=json.dumps(job),
         capture_output=True,
         text=True,
-        cwd=ROOT,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(cwd)},
         timeout=60,
         check=False,
     )
@@ -108,7 +136,7 @@ def test_finding_4_other_user_refused_on_every_channel(reachable: Path) -> None:
             os.link(socket_file, exposed / socket_file.name)
         job = {"daemon": str(exposed / "daemon.sock"), "gateway": str(exposed / "gateway.sock"),
                "webPort": machine.web.port, "team": TEAM, "key": key}  # fmt: skip
-        stranger = _other_user(job, as_nobody=True)
+        stranger = _other_user(job, as_nobody=True, base=reachable)
         assert stranger["uid"] == NOBODY
         assert stranger["daemon"].startswith("unreachable"), stranger
         assert stranger["gateway"].startswith("unreachable"), stranger
@@ -152,10 +180,16 @@ def test_finding_4_other_user_refused_on_every_channel(reachable: Path) -> None:
     assert machine.daemon.internal_errors == 0
 
 
-def _cli(*args: str, as_nobody: bool = False) -> subprocess.CompletedProcess[str]:
+def _cli(*args: str, read_only: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The CLI; with `read_only`, in a mount namespace of its own where that directory is mounted read-only
+    (root writes through any mode bits, and the venv may not be reachable by another uid)."""
     env = {k: v for k, v in os.environ.items() if k not in {"HARNESS_HOME", "HARNESS_MEMBER_KEY"}}
+    wrap = []
+    if read_only is not None:
+        mount = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
+        wrap = ["unshare", "-m", "--", "sh", "-c", mount, str(read_only)]
     return subprocess.run(
-        [*(AS_NOBODY if as_nobody else []), *HARNESS, *args],
+        [*wrap, *HARNESS, *args],
         capture_output=True,
         text=True,
         env=env,
@@ -219,16 +253,15 @@ def test_finding_7_json_errors_for_a_read_only_home_and_a_second_daemon(
     finally:
         assert _cli("daemon", "stop", "--home", str(home)).returncode == 0
 
-    # A data directory its user may read but not write (0500): every start-up step fails with one error.
+    # A data directory its user may read but not write (read-only): every start-up step fails with one error.
     read_only = reachable / "read-only"
-    read_only.mkdir(mode=0o500)
-    os.chown(read_only, NOBODY, NOBODY)
+    read_only.mkdir(mode=0o700)
     for command in ("run", "start"):
-        detail = _one_json_error(
-            _cli("daemon", command, "--home", str(read_only), "--json", as_nobody=True), "bad_request"
-        )
-        assert "Permission denied" in detail
-        _one_line_error(_cli("daemon", command, "--home", str(read_only), as_nobody=True), "bad_request")
+        home_args = ("--home", str(read_only))
+        done = _cli("daemon", command, *home_args, "--json", read_only=read_only)
+        detail = _one_json_error(done, "bad_request")
+        assert "Read-only file system" in detail
+        _one_line_error(_cli("daemon", command, *home_args, read_only=read_only), "bad_request")
     assert list(read_only.iterdir()) == []
 
 
