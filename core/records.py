@@ -4,9 +4,15 @@
 from __future__ import annotations
 
 import enum
+import re
+from typing import Final
 
 import attrs
 from immutables import Map
+
+# The shape of every id the ledger accepts (teams, memberships, exchanges): letters, digits and `._:-`,
+# starting with a letter or digit, so an id is also a safe file name (a member's key file is named by ids).
+ID_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*")
 
 
 class TeamState(enum.StrEnum):

@@ -3,6 +3,8 @@
 # an answer in front of an agent only after it introduced that agent as a member of that team (the
 # introduction is the framed notice that says so). Everything else it sends is refused as a value, so a
 # hostile peer can neither write into an agent that shares no team with it nor steer another owner's notices.
+# A notice arrives as ledger fields (`NoticeContent`), never as text: the destination renders it itself, so
+# no byte from the wire can stand outside the `[team …]` framing or become a key.
 # Pure: the destination (io/remote.py) and the model checker's lossy link (models/link.py) run this same
 # function, and the grant it returns is what the destination keeps durable (routes.json).
 from __future__ import annotations
@@ -15,8 +17,10 @@ from immutables import Map
 from . import delivery as d
 from .effects import parse_notice_id
 from .errors import ErrorCode, Rejected
+from .limits import Limits
 from .outcome import reject
-from .records import NoticeKind
+from .records import ID_PATTERN, MembershipState, NoticeKind, Team
+from .system import NoticeContent, Prefix, content_problem, render_content
 
 E = ErrorCode
 
@@ -60,18 +64,18 @@ def admit(
     sender: str,
     command: GrantedRequest | Consumption,
     owned_here: Collection[str],
-    agents: Collection[str],
 ) -> Grants | Rejected:
     """Whether machine `sender` may hand this desk `command`, and the grants after it.
 
     `here` is this machine's id, `owned_here` the teams this machine owns itself (never steered from
-    elsewhere), `agents` the agents registered on this machine."""
+    elsewhere). An introduction may name an agent not registered here yet: its notices wait `offline` on the
+    desk, as a local member's do; registering an agent gives no peer a door that introducing it did not."""
     teams = request_teams(command)
     mine = [team for team in teams if team in owned_here]
     if mine:
         return reject(E.CONFLICT, f"team {mine[0]} is owned by machine {here}")
     if isinstance(command, d.Submit):
-        return _admit_submit(grants, here, sender, command, agents)
+        return _admit_submit(grants, here, sender, command)
     if isinstance(command, d.Hold) and grants.owner(command.team_id) is None:
         # A paused team's first request here is its hold, before any notice; it binds the team's owner.
         return attrs.evolve(grants, owners=grants.owners.set(command.team_id, sender))
@@ -93,16 +97,12 @@ def _forget(grants: Grants, team_id: str, membership_id: str) -> Grants:
     return attrs.evolve(grants, members=grants.members.set(team_id, held.delete(membership_id)))
 
 
-def _admit_submit(
-    grants: Grants, here: str, sender: str, command: d.Submit, agents: Collection[str]
-) -> Grants | Rejected:
+def _admit_submit(grants: Grants, here: str, sender: str, command: d.Submit) -> Grants | Rejected:
     if command.machine_id != here:
         return reject(E.BAD_REQUEST, f"that notice is not for machine {here}")
     owner = grants.owner(command.team_id)
     if owner is not None and owner != sender:
         return reject(E.CONFLICT, f"team {command.team_id}'s notices come from machine {owner}, not {sender}")
-    if command.agent_id not in agents:
-        return reject(E.NOT_FOUND, f"no agent {command.agent_id!r} is registered on machine {here}")
     owners = grants.owners.set(command.team_id, sender)
     held = grants.members.get(command.team_id, Map())
     if command.kind is NoticeKind.INTRODUCTION:
@@ -121,4 +121,39 @@ def _admit_submit(
     return attrs.evolve(grants, owners=owners)
 
 
-__all__ = ["EMPTY_GRANTS", "Consumption", "GrantedRequest", "Grants", "admit", "request_teams"]
+def observable(team: Team, machine: str) -> bool:
+    """Whether paired machine `machine`'s owner may read `team` here (`get`, `members`, `list`): only a team
+    with an active member on that machine; the others' names, questions and answers are not its business."""
+    active = MembershipState.ACTIVE
+    return any(m.machine_id == machine and m.state is active for m in team.members.values())
+
+
+def rendered_here(
+    command: d.Submit, content: NoticeContent, limits: Limits, prefix: Prefix
+) -> d.Submit | Rejected:
+    """The submit this desk takes for a paired owner's notice: its text rendered here from `content`, with
+    this machine's own command `prefix`; refused unless the content is within `limits` and is that
+    notice's."""
+    problem = content_problem(content, limits)
+    if problem is not None:
+        return reject(E.BOUND_EXCEEDED, f"the notice's content is out of bounds: {problem}")
+    said = (content.kind, content.team_id, content.subject_id)
+    if said != (command.kind, command.team_id, command.subject_id):
+        return reject(E.BAD_REQUEST, f"the content sent is not that of notice {command.notice_id}")
+    introduction = content.kind is NoticeKind.INTRODUCTION
+    if introduction != bool(content.member_key) or not ID_PATTERN.fullmatch(content.member_key or "k"):
+        # It becomes the content of a key file here: one token, as the ledger makes them.
+        return reject(E.BAD_REQUEST, "a member key (one token) travels in an introduction, and only there")
+    return attrs.evolve(command, text=render_content(content, limits, prefix))
+
+
+__all__ = [
+    "EMPTY_GRANTS",
+    "Consumption",
+    "GrantedRequest",
+    "Grants",
+    "admit",
+    "observable",
+    "rendered_here",
+    "request_teams",
+]

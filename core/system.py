@@ -25,6 +25,7 @@ from .outcome import Accepted
 from .queries import inbox
 from .records import (
     EMPTY_LEDGER,
+    ID_PATTERN,
     Exchange,
     Ledger,
     MembershipState,
@@ -381,8 +382,8 @@ class NoticeContent:
     evidence: tuple[str, ...] = ()
 
 
-def notice_content(ledger: Ledger, effect: fx.SubmitNotice) -> NoticeContent:
-    """The fields of the ledger that a notice shows."""
+def notice_content(ledger: Ledger, effect: fx.SubmitNotice | d.Submit) -> NoticeContent:
+    """The fields of the ledger that a notice shows (of the effect that owes it, or of the desk's submit)."""
     team = ledger.teams[effect.team_id]
     if effect.kind is NoticeKind.INTRODUCTION:
         member = team.members[effect.membership_id]
@@ -419,8 +420,11 @@ def content_problem(content: NoticeContent, limits: Limits = DEFAULT_LIMITS) -> 
         (all(len(name) <= limits.name_chars for name in names), "a name is longer than name_chars"),
         (len(content.teammates) < limits.memberships, "more teammates than memberships"),
         (
-            all(len(part) <= limits.id_chars for part in (content.team_id, content.subject_id)),
-            "an id is too long",
+            all(
+                len(part) <= limits.id_chars and ID_PATTERN.fullmatch(part)
+                for part in (content.team_id, content.subject_id)
+            ),
+            "an id is too long or not an id",
         ),
         (len(content.member_key) <= limits.id_chars, "the member key is too long"),
         (len(content.text) <= text_chars, "the text is longer than its bound"),

@@ -103,7 +103,16 @@ from harness.core.records import (
     Team,
     TeamState,
 )
-from harness.core.system import AtDesk, System, answer_retrieved_action, desk_command, inbox_read_action
+from harness.core.remote_grant import observable
+from harness.core.system import (
+    AtDesk,
+    NoticeContent,
+    System,
+    answer_retrieved_action,
+    desk_command,
+    inbox_read_action,
+    notice_content,
+)
 from harness.core.team import next_deadline, resolve_member, restatement, step
 from harness.io import home as homes
 from harness.io.agents import REGISTRY_FILE, AgentError, AgentRegistry, entry_view
@@ -153,7 +162,6 @@ from harness.io.team_delivery import (
     OwnerRequest,
     TeamDelivery,
     command_prefix,
-    remote_command_prefix,
 )
 from harness.io.team_delivery import request as delivery_request
 from harness.io.terminal_port import Terminals
@@ -242,6 +250,13 @@ _CARRIED: contextvars.ContextVar[tuple[str, list[OwnerRequest]] | None] = contex
 )
 # The reason an owner shows for a notice to a machine it has no route to (not paired, or no relay yet).
 UNPAIRED = "unpaired"
+
+
+def _observer(request: Request) -> str | None:
+    """The paired machine whose owner reads through this request (a carried frame without a member key),
+    or None for a local caller or a member."""
+    carrier = _CARRIED.get()
+    return carrier[0] if carrier is not None and request.member_key is None else None
 
 
 def _with_team(ledger: Ledger, team_id: str, team: Team | None) -> Ledger:
@@ -362,6 +377,8 @@ class Daemon:
             # Now, not only in attach_remote: the desk reports as it opens, about teams owned here too.
             self.node.report_local = self.report
             self.node.owns_team = lambda team_id: team_id in self.working.teams
+            self.node.content_of = self._content_of
+            self.node.limits = self.limits
             self.desk = DeskRunner(
                 self.home,
                 self.machine_id,
@@ -813,10 +830,11 @@ class Daemon:
     def _team(self, request: Request) -> Team:
         team_id = request.team_id
         assert team_id is not None
-        if team_id in self.unavailable:
+        observer = _observer(request)
+        if team_id in self.unavailable and observer is None:
             raise ActionError(E.CORRUPT_STATE.value, self.unavailable[team_id])
         team = self.durable.teams.get(team_id)
-        if team is None:
+        if team is None or (observer is not None and not observable(team, observer)):
             raise ActionError(E.NOT_FOUND.value, f"no team {team_id!r}")
         return team
 
@@ -840,11 +858,15 @@ class Daemon:
 
     async def _action_list(self, request: Request) -> object:
         teams = sorted(self.durable.teams.values(), key=lambda team: (team.created_at, team.id))
+        observer = _observer(request)
+        if observer is not None:  # a paired machine's owner: the teams it has a member in, nothing else
+            teams = [team for team in teams if observable(team, observer)]
+        unavailable = {} if observer is not None else self.unavailable
         return {
             "teams": [team_summary(team) for team in teams],
             "unavailable": [
                 {"id": team_id, "error": E.CORRUPT_STATE.value, "detail": why}
-                for team_id, why in sorted(self.unavailable.items())
+                for team_id, why in sorted(unavailable.items())
             ],
         }
 
@@ -930,6 +952,13 @@ class Daemon:
             "command": command,
         }
 
+    def _content_of(self, submit: d.Submit) -> NoticeContent | None:
+        """What a notice owed to a paired machine's agent says, from the ledger (None: its team is gone)."""
+        team = self.durable.teams.get(submit.team_id)
+        if team is None or self.unavailable.get(submit.team_id):
+            return None
+        return notice_content(self.durable, submit)
+
     def _command_prefix(self, ledger: Ledger, team_id: str, member_key: str) -> str:
         """The shell prefix a member's introduction teaches: for a member on this machine, this data directory
         and the member's key file, written (durably) here before the prefix can reach any desk; a member on a
@@ -940,7 +969,9 @@ class Daemon:
         if member is None:  # a revoked key (core passes "REVOKED"): there is no file to name
             return command_prefix(self.home, team_id, Path("REVOKED"))
         if member.machine_id != self.machine_id:
-            return remote_command_prefix(self.machine_id, team_id, member_key)
+            # Its machine renders the introduction itself and keeps the key in a file of its own
+            # (io/remote.py); what the owner can say is the form, with that file to be named there.
+            return f"harness team --machine {self.machine_id} --team {team_id} --key-file KEY_FILE"
         try:
             key_file = homes.write_member_key(self.home, team_id, member.id, member_key)
         except OSError as error:  # the next start writes it again (restatement asks for every prefix)
@@ -1152,7 +1183,7 @@ class Daemon:
 
     async def _action_daemon_status(self, request: Request) -> object:
         """What `harness daemon status` and `harness doctor` show of a running daemon: its listeners'
-        refusal and fault counters."""
+        refusal and fault counters, and its relay link (state, last error) with the remote counters."""
         listeners = {"rpc": self.rpc.stats.view()}
         if self.node is not None:
             listeners["gateway"] = self.node.gateway.stats.view()
@@ -1160,6 +1191,7 @@ class Daemon:
             **self.info(),
             "internalErrors": self.internal_errors,
             "listeners": listeners,
+            "remote": None if self.node is None else self.node.view(),
         }
 
     async def _action_agent_remove(self, request: Request) -> object:

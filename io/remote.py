@@ -1,5 +1,7 @@
 # Teams across machines: the `team` and `team_delivery` RPCs of team.v1 carried sealed through the relay.
-# A `RemoteNode` runs beside a machine's daemon. It keeps one relay connection (reconnecting with backoff),
+# A `RemoteNode` runs beside a machine's daemon. It keeps one relay connection (supervised: any failure to
+# reach, authenticate with or keep the relay, a refusal such as a full relay's HTTP 503 included, is a retry
+# after a capped, jittered backoff, shown in `daemon status`, and never ends the daemon),
 # seals every frame per peer (seal.py), and plays three parts:
 #
 # - owner: `destination(machine)` is the TeamDelivery of a paired machine. Its requests (the desk's own
@@ -19,6 +21,7 @@
 # Sealed message bodies (JSON inside a sealed frame):
 #   {"k":"req","id":RID,"ch":"team","frame":TEXT}                     -> {"k":"res","id":RID,"frame":TEXT}
 #   {"k":"req","id":RID,"ch":"delivery","command":DESK_COMMAND}        -> {"k":"res","id":RID,"result":true}
+#     (a submit's DESK_COMMAND carries no text but "content": the notice's ledger fields, rendered here)
 #   {"k":"req","id":RID,"ch":"restate","commands":[DESK_COMMAND...]}   -> {"k":"res","id":RID,"result":N}
 #   {"k":"req","id":RID,"ch":"status","teamId":T,"noticeIds":[...]}   -> {"k":"res","id":RID,"result":[...]}
 #   {"k":"req","id":RID,"ch":"report","report":{teamId,noticeId,state,reason}}
@@ -31,6 +34,7 @@ import contextlib
 import hmac
 import json
 import os
+import random
 import re
 import secrets
 import sys
@@ -38,17 +42,23 @@ import threading
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, Final, Protocol
 
 import attrs
 import trio
+from immutables import Map
 from trio_websocket import ConnectionClosed, WebSocketConnection
 
 from harness.core import delivery as d
-from harness.core.codec import desk_command_from_json, desk_command_to_json, to_json
-from harness.core.errors import Rejected
-from harness.core.remote_grant import request_teams
+from harness.core.codec import desk_command_from_json, desk_command_to_json, from_json, to_json
+from harness.core.errors import ErrorCode, Rejected
+from harness.core.limits import DEFAULT_LIMITS, Limits
+from harness.core.outcome import reject
+from harness.core.records import NoticeKind
+from harness.core.remote_grant import Grants, admit, rendered_here, request_teams
+from harness.core.system import NoticeContent
 from harness.io import home as homes
 from harness.io import pairing
 from harness.io.client import Client, Unreachable
@@ -74,7 +84,13 @@ from harness.io.seal import (
     SealError,
     SendSession,
 )
-from harness.io.team_delivery import DeliveryReport, OwnerRequest, Reporter, TeamDelivery
+from harness.io.team_delivery import (
+    DeliveryReport,
+    OwnerRequest,
+    Reporter,
+    TeamDelivery,
+    remote_command_prefix,
+)
 from harness.io.team_delivery import request as delivery_request
 
 UNPAIRED: Final = "unpaired"
@@ -176,6 +192,41 @@ def _report_from_json(data: object) -> DeliveryReport:
     )
 
 
+LINK_UNCONFIGURED: Final = "unconfigured"  # no relay named yet (`harness pair create --relay URL`)
+LINK_CONNECTING: Final = "connecting"
+LINK_CONNECTED: Final = "connected"
+LINK_RETRYING: Final = "retrying"  # the last attempt failed (`lastError`); the next comes after a backoff
+
+
+@attrs.define
+class RelayLink:
+    """The state of this machine's relay connection, as a person checking on it needs it."""
+
+    state: str = LINK_UNCONFIGURED
+    url: str | None = None
+    last_error: str | None = None
+    last_error_at: float | None = None
+    connected_at: float | None = None
+    failures_in_a_row: int = 0
+
+    def connected(self, now: float) -> None:
+        self.state, self.connected_at, self.failures_in_a_row = LINK_CONNECTED, now, 0
+
+    def failed(self, error: str, now: float) -> None:
+        self.state, self.last_error, self.last_error_at = LINK_RETRYING, error, now
+        self.failures_in_a_row += 1
+
+    def view(self) -> dict[str, Any]:
+        return {
+            "state": self.state,
+            "relay": self.url,
+            "lastError": self.last_error,
+            "lastErrorAt": self.last_error_at,
+            "connectedAt": self.connected_at,
+            "failuresInARow": self.failures_in_a_row,
+        }
+
+
 class RemoteNode:
     """One machine's presence on the relay. `await nursery.start(node.run, team_handler)`."""
 
@@ -205,6 +256,10 @@ class RemoteNode:
         self.on_paired: Callable[[str], None] | None = None  # told each machine paired while running
         # Whether this machine's ledger owns a team: no peer may steer or hear about such a team here.
         self.owns_team: Callable[[str], bool] = lambda team_id: False
+        # What a notice this machine's ledger owes a paired machine's agent says (None: nothing to send);
+        # the destination renders it, so only ledger fields cross, never a terminal text.
+        self.content_of: Callable[[d.Submit], NoticeContent | None] = lambda submit: None
+        self.limits: Limits = DEFAULT_LIMITS  # the bounds of a paired owner's notices rendered here
         self._seal_block = seal_block
         self._rekey_at = rekey_at
         self._log = log or (lambda line: print(f"harness remote: {line}", file=sys.stderr, flush=True))
@@ -230,10 +285,12 @@ class RemoteNode:
         self._inbound: collections.Counter[str] = collections.Counter()  # requests served, by peer address
         self._last_refusal: tuple[str, str] | None = None
         self._outboxes: dict[str, _Outbox] = {}
-        # Remembered across restarts: the owner of each remote team whose notices this desk holds (reports
-        # go back there) and, for teams owned here, the machines that hold their notices (fan-out).
-        self._owners, self._holders = self._read_routes()
+        # Remembered across restarts: each paired owner's grant here (the remote teams whose notices this
+        # desk holds, and the memberships their owners introduced; reports go back to the owner) and, for
+        # teams owned here, the machines that hold their notices (fan-out).
+        self._grants, self._holders = self._read_routes()
         self._nursery: trio.Nursery | None = None
+        self.link = RelayLink()
 
     # --- peers and sessions --------------------------------------------------------------------------------
 
@@ -287,18 +344,24 @@ class RemoteNode:
             self._receive[peer.address] = session
         return session
 
-    def _read_routes(self) -> tuple[dict[str, str], dict[str, list[str]]]:
+    def _read_routes(self) -> tuple[Grants, dict[str, list[str]]]:
         data = pairing._read(self._remote_dir / ROUTES_FILE)  # clear errors for a damaged file
-        owners, holders = data.get("owners", {}), data.get("holders", {})
-        return dict(owners), {team: list(machines) for team, machines in holders.items()}
+        owners, members, holders = data.get("owners", {}), data.get("members", {}), data.get("holders", {})
+        grants = Grants(Map(owners), Map({team: Map(held) for team, held in members.items()}))
+        return grants, {team: list(machines) for team, machines in holders.items()}
 
     def _save_routes(self) -> None:
-        routes = {"owners": self._owners, "holders": self._holders}
+        routes = {
+            "owners": dict(self._grants.owners),
+            "members": {team: dict(held) for team, held in self._grants.members.items()},
+            "holders": self._holders,
+        }
         homes.write_private_json(self._remote_dir / ROUTES_FILE, routes)
 
-    def _learn_owner(self, team_id: str, owner: str) -> None:
-        if self._owners.get(team_id) != owner:
-            self._owners[team_id] = owner
+    def _grant(self, grants: Grants) -> None:
+        """The grants after an admitted request, durable before the desk acts on that request."""
+        if grants != self._grants:
+            self._grants = grants
             self._save_routes()
 
     def _learn_holder(self, team_id: str, machine: str) -> None:
@@ -357,18 +420,25 @@ class RemoteNode:
         while True:
             url = self.relay_url or pairing.relay_url(self.home)
             if url is None:  # not paired with anyone yet: `pair create` names the relay
+                self.link.state = LINK_UNCONFIGURED
                 await trio.sleep(min(self.retry_max, PEERS_POLL))
                 continue
+            self.link.state, self.link.url = LINK_CONNECTING, url
             try:
                 async with connect_relay(url, self.identity) as client:
                     self._client = client
                     self._connected.set()
                     delay = self.retry_min
                     self.stats["relay_connects"] += 1
+                    self.link.connected(time.time())
                     await self._receive_loop(client)
             except RelayError as error:
                 self.stats["relay_errors"] += 1
-                self._log(f"relay {url}: {error}")
+                self._link_failed(url, str(error))
+            except Exception as error:  # a fault of this node while serving the link: logged, then retried
+                self.stats["relay_internal_errors"] += 1
+                self._log("internal error on the relay link:\n" + traceback.format_exc())
+                self._link_failed(url, f"internal error: {error!r}")
             finally:
                 self._client = None
                 self._connected = trio.Event()
@@ -376,8 +446,20 @@ class RemoteNode:
                     if not waiter.done.is_set():
                         waiter.failure = UNCERTAIN
                         waiter.done.set()
-            await trio.sleep(delay)
+            # Jittered, so machines that lost one relay together do not come back in lock step.
+            await trio.sleep(random.uniform(delay / 2, delay))
             delay = min(delay * 2, self.retry_max)
+
+    def _link_failed(self, url: str, error: str) -> None:
+        """The link is down: said once per distinct error in a row (a relay that stays full: one line)."""
+        if error != self.link.last_error:
+            self._log(f"relay {url}: {error}")
+        self.link.failed(error, time.time())
+
+    def view(self) -> dict[str, Any]:
+        """What `daemon status` and `doctor` show of this node: the relay link and the refusal counters."""
+        counters = dict(sorted(self.stats.items()))
+        return {"link": self.link.view(), "peers": len(self._peers), "counters": counters}
 
     async def _receive_loop(self, client: RelayClient) -> None:
         assert self._nursery is not None
@@ -647,35 +729,54 @@ class RemoteNode:
         return {"frame": answer.reply, "desk": [desk_command_to_json(c) for c in answer.carried]}
 
     async def _execute_delivery(self, peer: pairing.Peer, data: object) -> dict[str, Any]:
+        """One owner request from `peer`, admitted only within its grant (core `admit`); a submit's text is
+        rendered here from the content it carries (core `rendered_here`). A refusal is counted and changes
+        nothing."""
         local = self.local_delivery
         if local is None:
             return {"error": OFFLINE, "detail": "this machine has no delivery desk attached"}
+        content = data.pop("content", None) if isinstance(data, dict) else None
         command = desk_command_from_json(data)
         if isinstance(command, Rejected):
-            return {"error": BAD_REQUEST, "detail": command.detail}
+            return self._grant_refusal(peer, BAD_REQUEST, command.detail)
         if not isinstance(command, OwnerRequest):
-            return {"error": BAD_REQUEST, "detail": "only an owner's requests travel to a desk"}
-        mine = [t for t in request_teams(command) if self.owns_team(t)]
-        if mine:
-            return {"error": "conflict", "detail": f"team {mine[0]} is owned by machine {self.machine_id}"}
+            return self._grant_refusal(peer, BAD_REQUEST, "only an owner's requests travel to a desk")
+        owned = [team for team in request_teams(command) if self.owns_team(team)]
+        grants = admit(
+            self._grants, here=self.machine_id, sender=peer.machine_id, command=command, owned_here=owned
+        )
+        if isinstance(grants, Rejected):
+            return self._grant_refusal(peer, grants.code.value, grants.detail)
         if isinstance(command, d.Submit):
-            if command.machine_id != self.machine_id:
-                return {"error": BAD_REQUEST, "detail": f"that notice is not for machine {self.machine_id}"}
-            owner = self._owners.get(command.team_id)
-            if owner is not None and owner != peer.machine_id:
-                detail = f"team {command.team_id}'s notices come from machine {owner}, not {peer.machine_id}"
-                return {"error": "conflict", "detail": detail}
-            self._learn_owner(command.team_id, peer.machine_id)
-        elif isinstance(command, d.Hold) and command.team_id not in self._owners:
-            # A paused team's first notices here come after its hold, which must not be refused.
-            self._learn_owner(command.team_id, peer.machine_id)
-        else:
-            foreign = [t for t in request_teams(command) if self._owners.get(t) != peer.machine_id]
-            if foreign:
-                detail = f"machine {peer.machine_id} sent no notices of team {foreign[0]} here"
-                return {"error": "not_found", "detail": detail}
+            rendered = self._render_here(peer, command, content)
+            if isinstance(rendered, Rejected):
+                return self._grant_refusal(peer, rendered.code.value, rendered.detail)
+            command = rendered
+        self._grant(grants)
+        if isinstance(command, d.WithdrawMember):
+            homes.remove_member_key(self.home, command.team_id, command.membership_id)
         await delivery_request(local, command)
         return {"result": True}
+
+    def _render_here(self, peer: pairing.Peer, command: d.Submit, content: object) -> d.Submit | Rejected:
+        """The submit with this machine's rendering of its content; an introduction's key goes to the
+        member's private key file here (durably) before the prefix naming that file can reach the desk."""
+        if content is None:
+            return reject(ErrorCode.BAD_REQUEST, "a submit travels with its content, never a text")
+        parsed = from_json(content, NoticeContent)
+        if isinstance(parsed, Rejected):
+            return parsed
+        key_file = homes.member_key_path(self.home, command.team_id, command.membership_id)
+        prefix = partial(_here_prefix, self.home, peer.machine_id, key_file)
+        rendered = rendered_here(command, parsed, self.limits, prefix)
+        if isinstance(rendered, d.Submit) and parsed.kind is NoticeKind.INTRODUCTION:
+            homes.write_member_key(self.home, command.team_id, command.membership_id, parsed.member_key)
+        return rendered
+
+    def _grant_refusal(self, peer: pairing.Peer, code: str, detail: str) -> dict[str, Any]:
+        """A request outside `peer`'s grant (or malformed): counted by code, answered, nothing changed."""
+        self.stats[f"grant_refused_{code}"] += 1
+        return {"error": code, "detail": detail}
 
     async def _execute_restate(self, peer: pairing.Peer, commands: object) -> dict[str, Any]:
         """An owner's restatement after its restart: each command as if sent alone, in order. One that does
@@ -691,7 +792,7 @@ class RemoteNode:
         return {"result": applied}
 
     async def _execute_status(self, peer: pairing.Peer, team_id: str, notice_ids: object) -> dict[str, Any]:
-        if self.local_delivery is None or self._owners.get(team_id) != peer.machine_id:
+        if self.local_delivery is None or self._grants.owner(team_id) != peer.machine_id:
             return {"error": "not_found", "detail": f"no notices of team {team_id} from that machine here"}
         if not isinstance(notice_ids, list):
             raise TypeError("noticeIds must be a list")
@@ -700,7 +801,7 @@ class RemoteNode:
 
     async def route_report(self, report: DeliveryReport) -> None:
         """The local desk's reporter: reports about a remote-owned team go back to its owner."""
-        owner = self._owners.get(report.team_id)
+        owner = self._grants.owner(report.team_id)
         if owner is not None and owner != self.machine_id and not self.owns_team(report.team_id):
             self.enqueue(owner, {"ch": "report", "report": to_json(report)})
         elif self.report_local is not None:
@@ -718,7 +819,7 @@ class RemoteNode:
         chunk: list[dict[str, Any]] = []
         size = 0
         for command in commands:
-            data = desk_command_to_json(command)
+            data = self.wire(command)
             chars = len(json.dumps(data))
             if chunk and size + chars > RESTATE_CHUNK_CHARS:
                 self.enqueue(machine, {"ch": "restate", "commands": chunk})
@@ -727,6 +828,15 @@ class RemoteNode:
             size += chars
         if chunk:
             self.enqueue(machine, {"ch": "restate", "commands": chunk})
+
+    def wire(self, command: OwnerRequest) -> dict[str, Any]:
+        """A desk command as it crosses to a paired machine: a submit without its text, with its content."""
+        data = desk_command_to_json(command)
+        if isinstance(command, d.Submit):
+            content = self.content_of(command)
+            data["text"] = ""
+            data["content"] = None if content is None else to_json(content)
+        return data
 
     def destination(self, machine: str) -> TeamDelivery | None:
         """The `team_delivery` of a paired machine, for the owner's delivery worker; None when unpaired."""
@@ -820,7 +930,7 @@ class PeerDelivery:
 
     def _send(self, command: OwnerRequest) -> None:
         notice = command if isinstance(command, d.Submit) else None
-        self.node.enqueue(self.machine, {"ch": "delivery", "command": desk_command_to_json(command)}, notice)
+        self.node.enqueue(self.machine, {"ch": "delivery", "command": self.node.wire(command)}, notice)
 
     async def submit(self, command: d.Submit) -> None:
         self.node._learn_holder(command.team_id, self.machine)
@@ -943,3 +1053,8 @@ def remote_snapshots(
         elif timeout is not None and now - changed >= timeout:
             return
         stop.wait(poll if timeout is None else max(0.0, min(poll, changed + timeout - now)))
+
+
+def _here_prefix(home: Path, owner: str, key_file: Path, team_id: str, member_key: str) -> str:
+    """The command prefix an introduction rendered here teaches (the key is in `key_file`, never shown)."""
+    return remote_command_prefix(home, owner, team_id, key_file)

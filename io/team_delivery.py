@@ -79,9 +79,11 @@ def command_prefix(home: Path, team_id: str, key_file: Path) -> str:
     return f"harness team --home {home_arg} --team {team} --key-file {key_arg}"
 
 
-def remote_command_prefix(owner_machine: str, team_id: str, member_key: str) -> str:
-    """The prefix for a member on a paired machine: its daemon's gateway carries each call to the owner.
-    It still carries the key itself: the member's machine keeps no key file for it yet (spec/remote-v1.md,
-    Left open)."""
-    machine, team = shlex.quote(owner_machine), shlex.quote(team_id)
-    return f"harness team --machine {machine} --team {team} --key {member_key}"
+def remote_command_prefix(home: Path, owner_machine: str, team_id: str, key_file: Path) -> str:
+    """The prefix for a member whose team a paired machine owns, rendered by the member's own machine: its
+    daemon's gateway carries each call to the owner, and the key stays in a private file here, as for a
+    member of a team owned here."""
+    home_arg, machine, team, key_arg = (
+        shlex.quote(str(value)) for value in (home, owner_machine, team_id, key_file)
+    )
+    return f"harness team --home {home_arg} --machine {machine} --team {team} --key-file {key_arg}"

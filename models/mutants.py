@@ -155,11 +155,10 @@ def _accept_out_of_grant_submit(
     sender: str,
     command: GrantedRequest | Consumption,
     owned_here: Collection[str],
-    agents: Collection[str],
 ) -> Grants | Rejected:
     """A destination admits a question or answer notice its grant refuses (the grants stay as they were): a
     paired machine's notice reaches an agent that its team's owner never introduced there."""
-    admitted = admit(grants, here=here, sender=sender, command=command, owned_here=owned_here, agents=agents)
+    admitted = admit(grants, here=here, sender=sender, command=command, owned_here=owned_here)
     if (
         isinstance(admitted, Rejected)
         and isinstance(command, d.Submit)

@@ -250,17 +250,11 @@ def _introduced_before(world: World, config: Config, protocol: Protocol) -> Worl
             sender=config.link.owner,
             command=submit,
             owned_here=frozenset(),
-            agents=_agents_on(config, here),
         )
         assert isinstance(admitted, Grants), admitted
         grants = admitted
     doors = frozenset((here, n.team_id, n.membership_id, n.agent_id) for n in notices)
     return replace(world, grants=Map({here: grants}), doors=doors)
-
-
-def _agents_on(config: Config, machine: str) -> frozenset[str]:
-    """The agents registered on `machine`."""
-    return frozenset(f"a{i}" for i in range(config.agents) if machine_of(config, i) == machine)
 
 
 def _apply(world: World, config: Config, protocol: Protocol, action: Action) -> World | None:
@@ -639,7 +633,6 @@ def _at_remote_desk(
         sender=sender,
         command=command,
         owned_here=frozenset(),
-        agents=_agents_on(config, here),
     )
     if isinstance(admitted, Rejected):
         return world, admitted

@@ -335,7 +335,6 @@ def test_the_owners_requests_replayed_by_the_peer_as_its_own_are_refused() -> No
             sender="mach2",
             command=command,
             owned_here=frozenset(),
-            agents={"a1"},
         )
         assert isinstance(refused, Rejected) and refused.code is ErrorCode.CONFLICT
     assert replays[0][0] not in {t.label for t in scenario.successors(world)}

@@ -127,8 +127,18 @@ async def test_a_question_and_its_answer_cross_machines_sealed(tmp_path: Path) -
         call = trio.to_thread.run_sync
         alice, bob_view = await alice_on_a_and_bob_on_b(world)
         bob = bob_view["memberKey"]
-        # Bob's introduction teaches the command that works on his machine: through its daemon, to A.
-        assert bob_view["command"] == f"harness team --machine {a.machine_id} --team {TEAM_ID} --key {bob}"
+        # Bob's introduction, rendered on B, teaches the command that works there: through B's daemon to A,
+        # with the key in a private file on B (never on a command line).
+        prefix = f"harness team --machine {a.machine_id} --team {TEAM_ID} --key-file"
+        assert bob_view["command"] == f"{prefix} KEY_FILE"
+        intro = f"{TEAM_ID}/{bob_view['memberId']}/{NoticeKind.INTRODUCTION.value}"
+        await eventually(lambda: desk_state(b, intro) == "queued")
+        assert b.desk is not None
+        taught = b.desk.desk.notices[intro].text
+        key_file = homes.member_key_path(b.home, TEAM_ID, bob_view["memberId"])
+        taught_prefix = f"harness team --home {b.home} --machine {a.machine_id} --team {TEAM_ID} --key-file"
+        assert f"{taught_prefix} {key_file} members" in taught and bob not in taught
+        assert homes.read_member_key(key_file) == bob and key_file.stat().st_mode & 0o077 == 0
 
         await call(lambda: request(a, "ask", alice, id="q1", to="bob", text=BODY))
         question = f"{TEAM_ID}/q1/{NoticeKind.QUESTION.value}"

@@ -12,10 +12,13 @@ from pathlib import Path
 import attrs
 import pytest
 import trio
+from immutables import Map
 
 from harness.core import delivery as d
 from harness.core.codec import desk_command_to_json
 from harness.core.records import NoticeKind
+from harness.core.remote_grant import Grants
+from harness.core.system import NoticeContent
 from harness.io import pairing
 from harness.io.client import RemoteError
 from harness.io.relay import Relay
@@ -95,9 +98,29 @@ class FakeOwner:
 
 
 def submit(notice_id: str, machine: str) -> d.Submit:
-    return d.Submit(
-        1, TEAM_ID, notice_id, NoticeKind.QUESTION, "q1", "m-bob", machine, "agent-bob", 10**13, BODY
-    )
+    kind = NoticeKind(notice_id.rsplit("/", 1)[1])
+    subject = notice_id.split("/")[1]
+    return d.Submit(1, TEAM_ID, notice_id, kind, subject, "m-bob", machine, "agent-bob", 10**13, BODY)
+
+
+def content_of(command: d.Submit) -> NoticeContent:
+    """What the owner's ledger says of the notice (the fake owner's one member and question)."""
+    if command.kind is NoticeKind.INTRODUCTION:
+        return NoticeContent(
+            command.kind, TEAM_ID, TEAM_NAME, command.subject_id, "bob", "reviewer", member_key=MEMBER_KEY
+        )
+    return NoticeContent(command.kind, TEAM_ID, TEAM_NAME, command.subject_id, "alice", text=BODY)
+
+
+INTRODUCTION = f"{TEAM_ID}/m-bob/introduction"
+
+
+async def introduce(world: World) -> None:
+    """The owner introduces bob on B: from then on, B's desk takes the team's notices to bob from A."""
+    before = len(world.desk_b.requests)
+    b_id = world.node_b.machine_id
+    await PeerDelivery(world.node_a, b_id).submit(submit(INTRODUCTION, b_id))
+    await eventually(lambda: len(world.desk_b.requests) == before + 1)
 
 
 @attrs.define
@@ -124,6 +147,7 @@ async def two_machines(tmp_path: Path) -> AsyncIterator[World]:
         owner = FakeOwner()
         node_a = RemoteNode(home_a, relay_url=url, retry_min=0.05, retry_max=0.2, log=lambda line: None)
         node_a.report_local = owner.record
+        node_a.content_of = content_of
         await nursery.start(node_a.run, owner.handle)
         await node_a.wait_connected()
         await pairing.accept_code(home_b, pairing.create_code(home_a, url).text())
@@ -146,9 +170,16 @@ async def test_question_reply_continuation_across_machines(tmp_path: Path) -> No
     async with two_machines(tmp_path) as world:
         a_id, b_id = world.node_a.machine_id, world.node_b.machine_id
         # The owner's ledger owes bob (on machine B) a question notice: team_delivery through the relay.
+        # B renders it itself from the notice's content (the text the owner holds never crosses).
+        await introduce(world)
         await PeerDelivery(world.node_a, b_id).submit(submit(f"{TEAM_ID}/q1/question", b_id))
-        await eventually(lambda: any(r.state == "queued" for r in world.owner.reports))
-        assert world.desk_b.requests == [submit(f"{TEAM_ID}/q1/question", b_id)]
+        await eventually(lambda: len(world.desk_b.requests) == 2)
+        question = world.desk_b.requests[1]
+        assert isinstance(question, d.Submit)
+        assert question.text.startswith(f"[team {TEAM_NAME}] Question q1 from alice:\n{BODY}")
+        assert attrs.evolve(question, text=BODY) == submit(f"{TEAM_ID}/q1/question", b_id)
+        intro = world.desk_b.requests[0]
+        assert isinstance(intro, d.Submit) and MEMBER_KEY not in intro.text and "--key-file" in intro.text
         # Bob's CLI on B reads its inbox on the team owned by A (`--machine A`), which the owner turns into an
         # inbox read at bob's desk, which reports `read` back to the owner.
         inbox = await trio.to_thread.run_sync(cli, world, a_id, "inbox")
@@ -164,8 +195,9 @@ async def test_question_reply_continuation_across_machines(tmp_path: Path) -> No
         # Hold and release fan out to the desk that holds the team's notices.
         await world.node_a.fan_out(d.Hold(3, TEAM_ID))
         await world.node_a.fan_out(d.Release(4, TEAM_ID))
-        await eventually(lambda: len(world.desk_b.requests) == 4)
-        assert [type(r) for r in world.desk_b.requests] == [d.Submit, d.InboxRead, d.Hold, d.Release]
+        await eventually(lambda: len(world.desk_b.requests) == 5)
+        kinds = [type(r) for r in world.desk_b.requests]
+        assert kinds == [d.Submit, d.Submit, d.InboxRead, d.Hold, d.Release]
         assert await PeerDelivery(world.node_a, b_id).status(TEAM_ID, [f"{TEAM_ID}/q1/question"]) == [
             DeliveryReport(TEAM_ID, f"{TEAM_ID}/q1/question", "queued", "offline")
         ]
@@ -181,8 +213,7 @@ async def test_retry_reuses_the_request_id_and_is_served_once(tmp_path: Path) ->
     async with two_machines(tmp_path) as world:
         b_id = world.node_b.machine_id
         body = {"ch": "delivery", "command": {"type": "hold", "at": 1, "teamId": TEAM_ID}}
-        await PeerDelivery(world.node_a, b_id).submit(submit(f"{TEAM_ID}/q1/question", b_id))
-        await eventually(lambda: len(world.desk_b.requests) == 1)
+        await introduce(world)
         first = await world.node_a.request(b_id, body, request_id="op-1")
         again = await world.node_a.request(b_id, body, request_id="op-1")  # a lost reply, retried
         assert first == again
@@ -234,8 +265,7 @@ async def test_frames_from_an_unpaired_machine_are_refused(tmp_path: Path) -> No
 async def test_a_destination_keeps_a_team_to_the_machine_that_first_sent_its_notices(tmp_path: Path) -> None:
     async with two_machines(tmp_path) as world:
         b_id = world.node_b.machine_id
-        await PeerDelivery(world.node_a, b_id).submit(submit(f"{TEAM_ID}/q1/question", b_id))
-        await eventually(lambda: len(world.desk_b.requests) == 1)
+        await introduce(world)
         impostor = attrs.evolve(world.node_b.peer(world.node_a.machine_id), machine_id="machine-impostor")
         claim = {"ch": "delivery", "command": desk_command_to_json(submit(f"{TEAM_ID}/q9/question", b_id))}
         refused = await world.node_b._execute(impostor, claim)  # type: ignore[arg-type]
@@ -296,7 +326,7 @@ async def test_a_peer_cannot_steer_a_team_this_machine_owns_nor_end_the_node(tmp
     peer = pairing.Peer("machine-x", b"\x01" * 32, "ws://127.0.0.1:1", 0)
     hold = {"ch": "delivery", "command": desk_command_to_json(d.Hold(1, "mine"))}
     assert (await node._execute(peer, hold))["error"] == "conflict"
-    node._owners["mine"] = "machine-x"  # even if a peer was once let in, reports of this team stay here
+    node._grants = Grants(Map({"mine": "machine-x"}))  # even had a peer been let in, its reports stay here
     await node.route_report(DeliveryReport("mine", "mine/q1/question", "delivered", None))
     assert [r.team_id for r in owned] == ["mine"] and not node._outboxes
     deep = await node._execute(peer, {"ch": "team", "frame": "[" * 200_000})

@@ -4,17 +4,21 @@
 # grant (the teams it owns here, the memberships it introduced), everything else refused as a value.
 from __future__ import annotations
 
+import attrs
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.core import delivery as d
 from harness.core.effects import notice_id
 from harness.core.errors import ErrorCode, Rejected
+from harness.core.limits import DEFAULT_LIMITS
 from harness.core.records import NoticeKind
-from harness.core.remote_grant import EMPTY_GRANTS, Grants, admit
+from harness.core.remote_grant import EMPTY_GRANTS, Grants, admit, rendered_here
+from harness.core.system import NoticeContent
+from harness.core.terminal_text import is_terminal_safe
 
 HERE, OWNER, OTHER = "m-here", "m-owner", "m-other"
-AGENTS = frozenset({"agent-a", "agent-b"})
 
 
 def submit(
@@ -35,7 +39,7 @@ def submit(
 def run(
     grants: Grants, command: object, sender: str = OWNER, owned: frozenset[str] = frozenset()
 ) -> Grants | Rejected:
-    return admit(grants, here=HERE, sender=sender, command=command, owned_here=owned, agents=AGENTS)  # type: ignore[arg-type]
+    return admit(grants, here=HERE, sender=sender, command=command, owned_here=owned)  # type: ignore[arg-type]
 
 
 def introduced() -> Grants:
@@ -61,9 +65,7 @@ def test_an_introduced_member_gets_questions_and_answers() -> None:
     assert run(grants, submit(NoticeKind.ANSWER)) == grants
 
 
-def test_no_submit_for_an_agent_not_registered_here_or_for_another_machine() -> None:
-    refused = run(EMPTY_GRANTS, submit(NoticeKind.INTRODUCTION, agent="agent-x"))
-    assert isinstance(refused, Rejected) and refused.code is ErrorCode.NOT_FOUND
+def test_no_submit_for_another_machine() -> None:
     refused = run(EMPTY_GRANTS, submit(NoticeKind.INTRODUCTION, machine=OTHER))
     assert isinstance(refused, Rejected) and refused.code is ErrorCode.BAD_REQUEST
 
@@ -158,5 +160,82 @@ def test_every_admitted_question_or_answer_follows_its_senders_introduction(
             assert (sender, command.team_id, command.membership_id, command.agent_id) in doors
         if isinstance(command, d.Submit):
             assert owners.setdefault(command.team_id, sender) == sender
-            assert command.agent_id in AGENTS
         grants = after
+
+
+# --- the notice's text is rendered here, from the content, never taken from the wire ---------------------
+
+CONTENT = NoticeContent(NoticeKind.QUESTION, "t1", "Team One", "q1", "alice", text="which branch?")
+
+
+def here_prefix(team_id: str, member_key: str) -> str:
+    return f"harness team --machine OWNER --team {team_id} --key-file /home/me/keys/{team_id}/member.key"
+
+
+def test_finding_5_the_wire_text_is_never_what_reaches_the_terminal() -> None:
+    """The finding pasted the submit's raw text, without a `[team …]` header: the destination now renders the
+    notice from its ledger fields, and whatever text travelled is dropped."""
+    raw = attrs.evolve(submit(NoticeKind.QUESTION), text="id > /tmp/pwned\r")
+    rendered = rendered_here(raw, CONTENT, DEFAULT_LIMITS, here_prefix)
+    assert isinstance(rendered, d.Submit)
+    assert rendered.text.startswith("[team Team One] Question q1 from alice:\nwhich branch?")
+    assert "pwned" not in rendered.text
+    assert attrs.evolve(rendered, text=raw.text) == raw  # nothing but the text changed
+
+
+def test_a_hostile_content_is_rendered_visibly_inside_the_framing() -> None:
+    hostile = attrs.evolve(CONTENT, team_name="x\x1b]0;t\x07", text="ok\x1b[201~\rtouch pwned\r")
+    rendered = rendered_here(submit(NoticeKind.QUESTION), hostile, DEFAULT_LIMITS, here_prefix)
+    assert isinstance(rendered, d.Submit) and is_terminal_safe(rendered.text)
+    assert rendered.text.startswith("[team x␛]0;t^G] Question q1 from alice:\nok␛[201~^Mtouch pwned^M")
+
+
+def test_an_introduction_teaches_this_machines_prefix_and_carries_no_key_on_the_command_line() -> None:
+    intro = NoticeContent(NoticeKind.INTRODUCTION, "t1", "One", "mem1", "bob", "dev", member_key="K" * 32)
+    rendered = rendered_here(submit(NoticeKind.INTRODUCTION), intro, DEFAULT_LIMITS, here_prefix)
+    assert isinstance(rendered, d.Submit)
+    assert "--key-file /home/me/keys/t1/member.key" in rendered.text and "K" * 32 not in rendered.text
+
+
+@pytest.mark.parametrize(
+    ("content", "code"),
+    [
+        (attrs.evolve(CONTENT, subject_id="q2"), ErrorCode.BAD_REQUEST),  # another notice's content
+        (attrs.evolve(CONTENT, team_id="t2"), ErrorCode.BAD_REQUEST),
+        (attrs.evolve(CONTENT, kind=NoticeKind.ANSWER), ErrorCode.BAD_REQUEST),
+        (attrs.evolve(CONTENT, member_key="K" * 32), ErrorCode.BAD_REQUEST),  # a key outside an introduction
+        (attrs.evolve(CONTENT, text="x" * (DEFAULT_LIMITS.question_chars + 1)), ErrorCode.BOUND_EXCEEDED),
+        (attrs.evolve(CONTENT, speaker="n" * (DEFAULT_LIMITS.name_chars + 1)), ErrorCode.BOUND_EXCEEDED),
+    ],
+)
+def test_content_that_is_not_that_notices_or_out_of_bounds_is_refused(
+    content: NoticeContent, code: ErrorCode
+) -> None:
+    refused = rendered_here(submit(NoticeKind.QUESTION), content, DEFAULT_LIMITS, here_prefix)
+    assert isinstance(refused, Rejected) and refused.code is code
+
+
+def test_an_introduction_without_its_key_is_refused() -> None:
+    intro = NoticeContent(NoticeKind.INTRODUCTION, "t1", "Team One", "mem1", "bob", "reviewer")
+    refused = rendered_here(submit(NoticeKind.INTRODUCTION), intro, DEFAULT_LIMITS, here_prefix)
+    assert isinstance(refused, Rejected) and refused.code is ErrorCode.BAD_REQUEST
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        {"team_id": "../../etc"},  # a team id naming a path outside the key directory
+        {"subject_id": "../x"},
+        {"member_key": "K1 K2\n"},  # a key file holds one token
+        {"member_key": "../../x"},
+    ],
+)
+def test_ids_and_keys_that_would_name_or_fill_a_file_badly_are_refused(hostile: dict[str, str]) -> None:
+    """The introduction's ids name the member's key file here, and its key fills it."""
+    intro = NoticeContent(NoticeKind.INTRODUCTION, "t1", "Team One", "mem1", "bob", "r", member_key="a1b2")
+    intro = attrs.evolve(intro, **hostile)
+    command = attrs.evolve(
+        submit(NoticeKind.INTRODUCTION), team_id=intro.team_id, subject_id=intro.subject_id
+    )
+    refused = rendered_here(command, intro, DEFAULT_LIMITS, here_prefix)
+    assert isinstance(refused, Rejected), refused

@@ -32,9 +32,10 @@ import attrs
 
 from harness.cli import output
 from harness.cli import pair as pair_cli
-from harness.core import bounded_json
+from harness.core import bounded_json, remote_grant
 from harness.core import delivery as d
 from harness.core.codec import desk_command_to_json
+from harness.core.errors import ErrorCode
 from harness.io import pairing, relay, remote, seal, throttled_log
 from harness.io.team_delivery import DeliveryReport
 from tests.spec_tables import read_table
@@ -433,6 +434,18 @@ def test_pairing_refusals_equal_code() -> None:
         assert int(row["CLI exit"]) == expected, row
 
 
+def _grant_codes() -> set[str]:
+    """The codes of core/remote_grant.py's refusals (`reject(E.NAME, ...)`, E being ErrorCode)."""
+    return {
+        ErrorCode[node.args[0].attr].value
+        for node in ast.walk(_tree(remote_grant))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "reject"
+        and isinstance(node.args[0], ast.Attribute)
+    }
+
+
 def test_remote_error_codes_equal_code() -> None:
     rows = read_table(SPEC, "remote-errors")
     codes = _call_args(remote, "RemoteUnavailable", 0) | _call_args(remote, "_fail_address", 1)
@@ -447,6 +460,7 @@ def test_remote_error_codes_equal_code() -> None:
             isinstance(t, ast.Attribute) and t.attr == "failure" for t in node.targets
         ):
             codes |= set(_strings(node.value, remote))
+    codes |= _grant_codes()  # a desk command's refusal is the grant's own (core `admit`, `rendered_here`)
     assert {row["code"] for row in rows} == codes
     # The gateway closes the connection on `uncertain` (the CLI's exit 4); any other code is an error frame.
     assert "if error.code == UNCERTAIN:" in _source(remote.RemoteNode._gateway_answer)
