@@ -140,6 +140,10 @@ def rendered_here(
     said = (content.kind, content.team_id, content.subject_id)
     if said != (command.kind, command.team_id, command.subject_id):
         return reject(E.BAD_REQUEST, f"the content sent is not that of notice {command.notice_id}")
+    if not ID_PATTERN.fullmatch(command.membership_id) or (
+        content.kind is NoticeKind.INTRODUCTION and command.membership_id != command.subject_id
+    ):  # the membership names the member's key file here
+        return reject(E.BAD_REQUEST, f"notice {command.notice_id} names no membership of its own")
     introduction = content.kind is NoticeKind.INTRODUCTION
     if introduction != bool(content.member_key) or not ID_PATTERN.fullmatch(content.member_key or "k"):
         # It becomes the content of a key file here: one token, as the ledger makes them.

@@ -735,7 +735,10 @@ class RemoteNode:
         local = self.local_delivery
         if local is None:
             return {"error": OFFLINE, "detail": "this machine has no delivery desk attached"}
-        content = data.pop("content", None) if isinstance(data, dict) else None
+        content = None
+        if isinstance(data, dict):
+            content = data.get("content")
+            data = {key: value for key, value in data.items() if key != "content"}
         command = desk_command_from_json(data)
         if isinstance(command, Rejected):
             return self._grant_refusal(peer, BAD_REQUEST, command.detail)

@@ -239,3 +239,13 @@ def test_ids_and_keys_that_would_name_or_fill_a_file_badly_are_refused(hostile: 
     )
     refused = rendered_here(command, intro, DEFAULT_LIMITS, here_prefix)
     assert isinstance(refused, Rejected), refused
+
+
+def test_an_introduction_cannot_name_a_key_file_outside_its_team() -> None:
+    """The key file is named by the membership id: an introduction whose membership is not its subject, or
+    is not an id, is refused before any file is named."""
+    intro = NoticeContent(NoticeKind.INTRODUCTION, "t1", "One", "mem1", "bob", "dev", member_key="a1b2")
+    for membership in ("../../evil", "mem2"):
+        command = attrs.evolve(submit(NoticeKind.INTRODUCTION), membership_id=membership)
+        refused = rendered_here(command, intro, DEFAULT_LIMITS, here_prefix)
+        assert isinstance(refused, Rejected) and refused.code is ErrorCode.BAD_REQUEST
