@@ -7,6 +7,7 @@ import enum
 
 import attrs
 
+from .delivery import DeliveryState, Reason
 from .effects import parse_notice_id
 from .errors import Rejected
 from .limits import DEFAULT_LIMITS, Limits
@@ -32,7 +33,8 @@ class WaitReason(enum.StrEnum):
 class WaitDecision:
     reason: WaitReason
     exchange: Exchange
-    incoming: tuple[Exchange, ...]
+    incoming: tuple[Exchange, ...]  # every open question addressed to the waiter
+    news: tuple[str, ...] = ()  # the ids among them that break a wait (see decide_wait)
 
 
 def reader(team: Team, member_key: str | None) -> Membership | Rejected | None:
@@ -69,19 +71,48 @@ def incoming_for(team: Team, member_id: str) -> tuple[Exchange, ...]:
     )
 
 
-def decide_wait(team: Team, waiter_id: str, exchange: Exchange, now: int, until: int) -> WaitDecision | None:
-    """What a `wait` on `exchange` by `waiter_id` returns now, or None to keep waiting.
+def was_read(exchange: Exchange) -> bool:
+    """Whether the addressee retrieved the question, as its desk last reported to the owner: the notice was
+    read after it reached the terminal, or withdrawn unsent because the record was read (inbox, or an earlier
+    wait's `incoming`)."""
+    view = exchange.delivery
+    return view is not None and (
+        view.state == DeliveryState.READ.value
+        or (view.state == DeliveryState.WITHDRAWN.value and view.reason == Reason.INBOX.value)
+    )
 
-    An answer wins; then an open question addressed to the waiter breaks the wait so it can answer (two
-    members waiting on each other therefore both wake); then the question's own end; then the wait's own
-    timeout, which never cancels anything.
+
+def decide_wait(
+    team: Team,
+    waiter_id: str,
+    exchange: Exchange,
+    now: int,
+    until: int,
+    *,
+    since: int = 0,
+    seen: frozenset[str] = frozenset(),
+) -> WaitDecision | None:
+    """What a `wait` on `exchange` by `waiter_id`, begun at `since`, returns now, or None to keep waiting.
+
+    An answer wins; then news breaks the wait so the waiter can answer (two members waiting on each other
+    therefore both wake); then the question's own end; then the wait's own timeout, which never cancels
+    anything. News is an open question addressed to the waiter that arrived since the wait began, or that it
+    has not read: neither reported read by its desk (`was_read`) nor among `seen`, the ids the shell already
+    showed the waiter. A question it read before waiting does not break the wait, so waiting again after
+    reading blocks instead of returning at once, which would invite a polling loop. `since` 0 makes every
+    open question news.
     """
     current = team.exchanges[exchange.id]
     incoming = incoming_for(team, waiter_id)
+    news = tuple(
+        question.id
+        for question in incoming
+        if question.created_at >= since or not (question.id in seen or was_read(question))
+    )
     if current.state is QuestionState.ANSWERED:
-        return WaitDecision(WaitReason.ANSWERED, current, incoming)
-    if incoming:
-        return WaitDecision(WaitReason.INCOMING, current, incoming)
+        return WaitDecision(WaitReason.ANSWERED, current, incoming, news)
+    if news:
+        return WaitDecision(WaitReason.INCOMING, current, incoming, news)
     if current.state is QuestionState.CANCELLED:
         return WaitDecision(WaitReason.CANCELLED, current, incoming)
     if current.state is QuestionState.EXPIRED:
@@ -124,4 +155,5 @@ __all__ = [
     "status",
     "visible_exchange",
     "waiter_for",
+    "was_read",
 ]

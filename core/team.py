@@ -3,7 +3,7 @@
 # Rules (spec/team-v1.md is the authority; the tables below are checked equal to its tables):
 # - Checks run in one fixed order: team exists, authority, idempotent repeat, team state gate (TEAM_GATE),
 #   then the command's own validation and bounds. A repeat of an accepted operation therefore returns the
-#   existing record even after the team was paused or a bound filled up since.
+#   existing record even after the team was archived or a bound filled up since.
 # - A question moves only along QUESTION_TRANSITIONS. A reply to an expired or cancelled question is kept with
 #   `late: true`, and never produces a continuation notice.
 # - Every accepted change bumps the team's revision by exactly one; a no-op or a repeat changes nothing.
@@ -99,7 +99,8 @@ QUESTION_TRANSITIONS: Mapping[tuple[QuestionState, QuestionEvent], QuestionState
 }
 
 # The team lifecycle, and which commands each team state admits. Commands that are not lifecycle commands
-# keep the team's state when admitted.
+# keep the team's state when admitted. Pause holds, it does not refuse: a paused team still takes asks and
+# replies (bounds apply as ever), and the desk holds their notices until resume releases them.
 TEAM_GATE: Mapping[tuple[TeamState, str], TeamState | ErrorCode] = {
     (T.ACTIVE, "pause"): T.PAUSED,
     (T.ACTIVE, "resume"): T.ACTIVE,
@@ -116,7 +117,7 @@ TEAM_GATE: Mapping[tuple[TeamState, str], TeamState | ErrorCode] = {
     (T.PAUSED, "archive"): T.ARCHIVED,
     (T.PAUSED, "add"): T.PAUSED,
     (T.PAUSED, "remove"): T.PAUSED,
-    (T.PAUSED, "ask"): E.TEAM_PAUSED,
+    (T.PAUSED, "ask"): T.PAUSED,
     (T.PAUSED, "reply"): T.PAUSED,
     (T.PAUSED, "cancel"): T.PAUSED,
     (T.PAUSED, "tick"): T.PAUSED,

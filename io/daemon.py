@@ -339,6 +339,10 @@ class Daemon:
         self.stores: dict[str, JournalStore] = {}
         self.unavailable: dict[str, str] = {}  # team id -> why it is stopped (corrupt or failed store)
         self._changed: dict[str, trio.Event] = {}
+        # (team, membership) -> the open questions to it last shown in an inbox or wait reply: read before its
+        # desk's report reaches the ledger (or when it never does: an unpaired machine). Memory only: after a
+        # restart a wait breaks once more on them, the safe side.
+        self._shown: dict[tuple[str, str], frozenset[str]] = {}
         self._timers: dict[str, int] = {}
         self._timers_changed = trio.Event()
         self._last_at = 0
@@ -1060,6 +1064,7 @@ class Daemon:
         else:
             box = inbox(team, viewer, self.limits)
             questions, answers = box.questions, box.answers
+            self._shown[(team.id, viewer.id)] = frozenset(e.id for e in questions)
             self._tell_desk(inbox_read_action(System(self.durable), team.id, viewer.id, self.clock()))
         return {
             "teamId": team.id,
@@ -1128,24 +1133,29 @@ class Daemon:
             detail = f"wait seconds must be 0 to {MAX_WAIT_SECONDS:g}"
             raise ActionError(E.BOUND_EXCEEDED.value, detail, bound="wait_seconds")
         question_id = request.text("questionId")
-        until = self.clock() + round(seconds * 1000)
+        since = self.clock()
+        until = since + round(seconds * 1000)
         while True:
             team = self._team(request)
             viewer = self._viewer(team, request)
             exchange = visible_exchange(team, viewer, question_id)
             if isinstance(exchange, Rejected):
                 raise _error(exchange)
-            decision = decide_wait(team, waiter_for(team, viewer, exchange), exchange, self.clock(), until)
+            waiter = waiter_for(team, viewer, exchange)
+            seen = self._shown.get((team.id, waiter), frozenset())
+            decision = decide_wait(team, waiter, exchange, self.clock(), until, since=since, seen=seen)
             if decision is not None:
                 if viewer is not None:
                     self._answer_seen(team, viewer, decision.exchange)
                     if decision.incoming:  # the waiter read these questions in the reply
                         ids = tuple(notice_id(team.id, e.id, NoticeKind.QUESTION) for e in decision.incoming)
                         self._tell_desk(AtDesk(viewer.machine_id, d.InboxRead(self.clock(), ids)))
+                        self._shown[(team.id, viewer.id)] = frozenset(e.id for e in decision.incoming)
                 return {
                     "reason": decision.reason.value,
                     "exchange": exchange_view(decision.exchange),
                     "incoming": [exchange_view(e) for e in decision.incoming],
+                    "news": list(decision.news),
                 }
             changed = self._changed.setdefault(team.id, trio.Event())
             with trio.move_on_after(max(0, until - self.clock() + 1) / 1000):

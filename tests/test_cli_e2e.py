@@ -198,7 +198,7 @@ def test_every_command_across_a_crash(daemon: Daemon, tmp_path: Path) -> None:
     assert waiting.returncode == 0 and json.loads(out)["reason"] == "incoming", out
 
     assert ok(team(home, "pause"))["state"] == "paused"
-    error(team(home, "ask", "bob", "paused?", key=alice), 1, "team_paused")
+    assert ok(team(home, "ask", "bob", "paused?", key=alice))["state"] == "open"  # pause holds, never refuses
     assert ok(team(home, "resume"))["state"] == "active"
     assert ok(team(home, "archive"))["state"] == "archived"
     error(team(home, "get", key=alice), 1, "unauthorized")
@@ -282,3 +282,89 @@ def test_lost_reply_is_uncertain_and_an_old_daemon_is_incompatible(tmp_path: Pat
                   key="k")  # fmt: skip
         assert "older" in error(old, 1, "incompatible")["detail"]
         thread.join(10)
+
+
+def human(*args: str | bytes, stdin: bytes = b"") -> tuple[int, str, str]:
+    """A command as a person types it (no --json): its status, stdout and stderr. Arguments may be bytes that
+    are not UTF-8, as a shell passes them."""
+    env = {k: v for k, v in os.environ.items() if k != "HARNESS_MEMBER_KEY"}
+    done = subprocess.run(
+        [*HARNESS, *args], env=env, capture_output=True, input=stdin, timeout=60, check=False
+    )
+    return done.returncode, done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace")
+
+
+def test_hostile_numbers_and_bytes_get_one_line_never_a_traceback(daemon: Daemon, tmp_path: Path) -> None:
+    """Issue 17: "No traceback ever reaches a user": --ttl nan|inf, wait --seconds nan|inf|huge and bytes
+    that are not UTF-8 (in an argument, on stdin) each raised one before."""
+    home = daemon.home
+    info = homes.read_daemon_info(home)
+    assert info is not None
+    members = [{"machineId": info["machineId"], "agentId": n, "name": n} for n in ("alice", "bob")]
+    team_file = tmp_path / "team.json"
+    team_file.write_text(json.dumps({"id": "t1", "name": "Build", "members": members}))
+    ok(cli(home, "team", "--home", str(home), "create", "--file", str(team_file)))
+    asker = ("--from", "alice")
+    for ttl in ("nan", "inf", "-inf", "1e309"):
+        assert (
+            "--ttl" in error(team(home, "ask", "bob", "hi", "--ttl", ttl, *asker), 2, "bad_request")["detail"]
+        )
+    for seconds in ("nan", "inf", "1e309"):
+        error(team(home, "wait", "q", "--seconds", seconds), 2, "bad_request")
+    for seconds in ("-1000", "1e300"):
+        error(team(home, "wait", "q", "--seconds", seconds), 1, "bound_exceeded")
+    base = ["team", "--home", str(home), "--team", "t1"]
+    for argv, stdin in (
+        ([*base, "ask", "bob", b"caf\xe9", *asker], b""),
+        ([*base, "ask", b"b\xffb", "hi", *asker], b""),
+        ([*base, "ask", "bob", "--text-file", "-", *asker], b"caf\xe9 \xff"),
+        ([*base, "reply", "q", "--text-file", "-"], b"\xed\xa0\x80"),  # an encoded surrogate
+        (["team", "--home", str(home), "create", "--file", "-"], b'{"name": "\xff", "members": []}'),
+        (["team", "--home", str(home), "create", "--file", "-"], b'{"name": "\\udcff", "members": []}'),
+        (["team", "--home", str(home), "add", "--team", "t1", "--file", "-"], b'{"name": 1e999}'),
+    ):
+        for json_out in ((), ("--json",)):
+            status, out, err = human(*argv, *json_out, stdin=stdin)
+            assert status == 2, (argv, out, err)
+            if json_out:
+                assert json.loads(out)["error"] == "bad_request" and err == "", (argv, out, err)
+            else:
+                assert err.startswith("harness: bad_request: ") and err.count("\n") == 1 and out == "", err
+    assert len(ok(team(home, "get"))["exchanges"]) == 0
+
+
+def test_rejections_speak_the_options_units_and_only_uncertainty_asks_for_a_retry(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    """Issue 17: a TTL error quotes seconds for --ttl, given in seconds; "(operation id …; a retry must reuse
+    it)" is not printed on a final rejection, and when it is printed it says that `--id ID` reuses it."""
+    home = daemon.home
+    info = homes.read_daemon_info(home)
+    assert info is not None
+    members = [{"machineId": info["machineId"], "agentId": n, "name": n} for n in ("alice", "bob")]
+    team_file = tmp_path / "team.json"
+    team_file.write_text(json.dumps({"id": "t1", "name": "Build", "members": members}))
+    ok(cli(home, "team", "--home", str(home), "create", "--file", str(team_file)))
+    base = ["team", "--home", str(home), "--team", "t1", "ask", "bob", "hi", "--from", "alice"]
+    status, _, err = human(*base, "--ttl", "100000", "--id", "q1")
+    limit = LIMITS["ttlMinMs"] / 1000
+    expected = f"--ttl must be {limit:g} s to 86400 s, not 100000 s (bound ttl)"
+    assert (status, err) == (1, f"harness: bound_exceeded: {expected}\n")
+    assert "ms" not in error(team(home, "ask", "bob", "hi", "--from", "alice", "--ttl", "0.01"), 1,
+                             "bound_exceeded")["detail"]  # fmt: skip
+    ok(team(home, "ask", "bob", "hi", "--from", "alice", "--id", "q2"))
+    status, _, err = human(*base[:-3], "something else", "--from", "alice", "--id", "q2")
+    assert status == 1 and err.startswith("harness: conflict: ") and "retry" not in err, err
+    assert error(team(home, "ask", "bob", "other", "--from", "alice", "--id", "q2"), 1, "conflict")[
+        "operationId"] == "q2"  # fmt: skip
+
+
+def test_an_uncertain_ask_says_how_to_retry_it(tmp_path: Path) -> None:
+    fake = tmp_path / "fake.sock"
+    listener, thread = _fake_daemon(fake, revision=PROTOCOL_REVISION, answer_requests=False)
+    with listener:
+        status, _, err = human("team", "--home", str(tmp_path), "--socket", str(fake), "--team", "t1", "ask",
+                               "bob", "hello", "--id", "op-7", "--key", "k")  # fmt: skip
+        thread.join(10)
+    assert status == 4 and err.startswith("harness: uncertain: ") and err.count("\n") == 1, err
+    assert err.endswith("(operation id op-7; a retry must reuse it: retry with --id op-7)\n"), err

@@ -165,7 +165,14 @@ async def test_delivery_views_follow_the_desk_through_subscribe(tmp_path: Path) 
             lambda: next(t for t in snapshots if t["exchanges"][0]["delivery"]["state"] == "held")
         )
         assert held["state"] == "paused"
-        assert (await alice.error("ask", "t1", to="bob", text="more?")).code == "team_paused"
+        # Pause holds new sends, it does not refuse them: the ask is recorded and its notice held.
+        assert (await alice("ask", "t1", id="q2", to="bob", text="more?"))["state"] == "open"
+
+        def q2_held(team: dict[str, Any]) -> bool:
+            last = team["exchanges"][-1]
+            return last["id"] == "q2" and last["delivery"] is not None and last["delivery"]["state"] == "held"
+
+        await trio.to_thread.run_sync(lambda: next(t for t in snapshots if q2_held(t)))
         await owner("archive", "t1")
         archived = await trio.to_thread.run_sync(
             lambda: next(t for t in snapshots if t["exchanges"][0]["delivery"]["state"] == "withdrawn")
@@ -309,7 +316,7 @@ async def test_two_members_waiting_on_each_other_both_wake(tmp_path: Path) -> No
         assert results["alice"]["reason"] == "incoming" and results["alice"]["incoming"][0]["id"] == "qb"
         assert results["bob"]["reason"] == "incoming" and results["bob"]["incoming"][0]["id"] == "qa"
         timeout = await owner("wait", "t1", questionId="qa", seconds=0.05)
-        assert timeout["reason"] == "incoming"  # the owner waits for the asker, whose inbox holds qb
+        assert timeout["reason"] == "timeout"  # the asker already saw qb (its own wait showed it): no news
         await alice("reply", "t1", questionId="qb", text="done")
         timed = await alice("wait", "t1", questionId="qa", seconds=0.05)
         assert (
@@ -498,3 +505,32 @@ async def test_shutdown_finishes_queued_work(tmp_path: Path) -> None:
         owner = await Api.open(daemon)
         names = {m["name"] for m in (await owner("get", "t1"))["members"]}
         assert answered <= names <= {f"m{index}" for index in range(4)}  # every answer was durable
+
+
+async def test_wait_breaks_only_on_news(tmp_path: Path) -> None:
+    """Seed: "Incoming questions break the wait so the agent can answer them, avoiding mutual-wait deadlocks."
+    A question the waiter already read in its inbox does not break the wait; one that arrives during it does,
+    and the reply names it."""
+    async with running(tmp_path) as daemon:
+        owner = await Api.open(daemon)
+        keys = await team_with_keys(owner)
+        alice, bob = await Api.open(daemon, keys["alice"]), await Api.open(daemon, keys["bob"])
+        await alice("ask", "t1", id="q1", to="bob", text="Which endpoint?")
+        await bob("ask", "t1", id="qb", to="carol", text="Which port?")
+        first = await bob("wait", "t1", questionId="qb", seconds=5)
+        assert (first["reason"], first["news"]) == ("incoming", ["q1"]), "unread: it breaks the wait at once"
+        again = await bob("wait", "t1", questionId="qb", seconds=0.5)
+        assert (again["reason"], again["news"]) == ("timeout", []), "already shown: it no longer breaks it"
+        assert [q["id"] for q in (await bob("inbox", "t1"))["questions"]] == ["q1"]
+        result: dict[str, Any] = {}
+
+        async def waiting() -> None:
+            result.update(await bob("wait", "t1", questionId="qb", seconds=60))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(waiting)
+            await trio.sleep(0.3)
+            assert not result, "a wait with only read questions open keeps waiting"
+            await alice("ask", "t1", id="q2", to="bob", text="And the path?")
+        assert (result["reason"], result["news"]) == ("incoming", ["q2"])
+        assert [q["id"] for q in result["incoming"]] == ["q1", "q2"]

@@ -2,7 +2,8 @@
 # cancels, pauses, membership changes, delivery reports and clock jumps, with small bounds so every bound
 # is hit. After every step it checks the core invariants (the same functions the model checker and the
 # daemon call), that a repeat of any accepted operation returns the same record (T14), that rejections
-# leave the ledger untouched (T10), and that no accepted ask ever vanishes.
+# leave the ledger untouched (T10), that no accepted ask ever vanishes, that a pause never refuses an ask,
+# and what breaks a wait: exactly the open questions to the waiter that are news to it.
 from __future__ import annotations
 
 import json
@@ -14,11 +15,12 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from harness.core import commands as c
 from harness.core import effects as fx
 from harness.core.codec import command_from_json, command_to_json, from_json, to_json
-from harness.core.errors import Rejected
+from harness.core.errors import ErrorCode, Rejected
 from harness.core.invariants import check_step, ledger_violations, repeat_violations
 from harness.core.limits import Limits
 from harness.core.outcome import Accepted
-from harness.core.records import EMPTY_LEDGER, Ledger
+from harness.core.queries import WaitReason, decide_wait, incoming_for, was_read
+from harness.core.records import EMPTY_LEDGER, Ledger, QuestionState, TeamState
 from harness.core.team import owed_notices, step
 
 LIMITS = Limits(memberships=6, exchanges=14, pending_per_sender=3, asks_per_minute=6, parent_chain=3)
@@ -104,7 +106,12 @@ class TeamLedgerMachine(RuleBasedStateMachine):
         to = data.draw(st.sampled_from(active) if active and data.draw(st.integers(0, 4)) else TARGETS)
         from_ = data.draw(st.sampled_from([None, *active, "n1", "m9"])) if sender is None else None
         parent = self.known_qid(data) if data.draw(st.booleans()) else None
-        self.apply(c.Ask(self.at(), TEAM, qid, to, text, None, ttl, parent, notify, from_, sender))
+        paused = team.state is TeamState.PAUSED
+        outcome = self.apply(c.Ask(self.at(), TEAM, qid, to, text, None, ttl, parent, notify, from_, sender))
+        # Seed: "Pause holds new sends": a paused team refuses no ask for being paused.
+        assert not (isinstance(outcome, Rejected) and outcome.code is ErrorCode.TEAM_PAUSED), outcome
+        if paused and isinstance(outcome, Accepted) and outcome.changed:
+            event("ask accepted while paused")
 
     @rule(data=st.data())
     @precondition(lambda self: bool(self.accepted_asks))
@@ -177,11 +184,46 @@ class TeamLedgerMachine(RuleBasedStateMachine):
     @rule(
         data=st.data(),
         kind=st.sampled_from(["question", "answer"]),
-        state=st.sampled_from(["queued", "writing", "delivered", "accepted", "read"]),
+        report=st.sampled_from(
+            [
+                *(("queued", None), ("writing", None), ("delivered", None), ("accepted", None)),
+                *(("read", "inbox"), ("withdrawn", "inbox"), ("withdrawn", "cancelled"), ("held", "paused")),
+            ]
+        ),
     )
-    def record_delivery(self, data: st.DataObject, kind: str, state: str) -> None:
+    def record_delivery(self, data: st.DataObject, kind: str, report: tuple[str, str | None]) -> None:
         qid = self.known_qid(data)
-        self.apply(c.RecordDelivery(self.at(), TEAM, f"{TEAM}/{qid}/{kind}", state, None))
+        self.apply(c.RecordDelivery(self.at(), TEAM, f"{TEAM}/{qid}/{kind}", *report))
+
+    @rule(data=st.data(), left=st.sampled_from([0, 1, 30_000]))
+    def wait(self, data: st.DataObject, left: int) -> None:
+        """Seed: "Incoming questions break the wait so the agent can answer them": a wait begun at `since`,
+        with `seen` some of the questions the shell already showed the waiter, breaks exactly on news."""
+        team = self.ledger.teams[TEAM]
+        qid = self.known_qid(data)
+        exchange = team.exchanges.get(qid)
+        if exchange is None:
+            return
+        busiest = max(team.member_order, key=lambda member_id: len(incoming_for(team, member_id)))
+        waiter = data.draw(st.sampled_from([exchange.from_, exchange.to, busiest]))
+        incoming = incoming_for(team, waiter)
+        seen = frozenset(data.draw(st.sets(st.sampled_from([q.id for q in incoming]))) if incoming else ())
+        since = data.draw(st.sampled_from([0, self.now, *(q.created_at + 1 for q in incoming)]))
+        decision = decide_wait(team, waiter, exchange, self.now, self.now + left, since=since, seen=seen)
+        news = tuple(q.id for q in incoming if q.created_at >= since or not (q.id in seen or was_read(q)))
+        ended = exchange.state is not QuestionState.OPEN
+        if decision is None:
+            assert not news and not ended and left > 0
+            event("wait blocks")
+            return
+        woken = decision.reason in (WaitReason.ANSWERED, WaitReason.INCOMING)
+        assert decision.news == (news if woken else ())
+        assert decision.incoming == incoming and decision.exchange == exchange
+        if decision.reason is WaitReason.INCOMING:
+            assert news and exchange.state is not QuestionState.ANSWERED
+            event("wait broken by news")
+        else:
+            assert not news or decision.reason is WaitReason.ANSWERED
 
     @invariant()
     def invariants_hold(self) -> None:

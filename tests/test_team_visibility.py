@@ -100,7 +100,7 @@ def test_finding_7_an_outsiders_reply_cancel_and_follow_up_answer_as_for_an_unkn
         codes.append(seen.code)
     reply_code, cancel_code, _any_ask_code, follow_up_code = codes
     assert (reply_code, cancel_code) == (E.NOT_FOUND, E.NOT_FOUND)
-    assert follow_up_code is (E.TEAM_PAUSED if paused else E.NOT_FOUND)
+    assert follow_up_code is E.NOT_FOUND
 
 
 @given(scenario=scenarios())
@@ -141,10 +141,7 @@ def test_finding_7_the_asker_and_addressee_keep_their_answers_and_errors(
             d.tick(), TEAM, f"f{party}", f"mem{other}", "and?", parent_id=PROBED, member_key=f"key{party}"
         )
         outcome = step(d.ledger, follow_up)
-        if paused:
-            assert isinstance(outcome, Rejected) and outcome.code is E.TEAM_PAUSED
-        else:
-            assert isinstance(outcome, Accepted) and outcome.result.depth == 2, outcome
+        assert isinstance(outcome, Accepted) and outcome.result.depth == 2, outcome
 
 
 def test_finding_7_the_owner_still_sees_every_question_and_its_errors_name_the_pair() -> None:
