@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer._click.exceptions import ClickException, NoArgsIsHelpError
 
 from harness.cli import agent, commands, output
 from harness.cli.commands import MEMBER_KEY_ENV, Options, fail, show, usage
@@ -77,15 +78,17 @@ def _opts(
     *,
     machine: str | None = None,
     key_file: Path | None = None,
+    team: str | None = None,
 ) -> Options:
     base = ctx.obj if isinstance(ctx.obj, Options) else Options()
-    return base.merge(json_out, home, socket, key, machine=machine, key_file=key_file)
+    return base.merge(json_out, home, socket, key, machine=machine, key_file=key_file, team=team)
 
 
 _CONTEXT = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
 _COMMON = tuple(
     inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
     for name, annotation, default in (
+        ("team", TeamOpt, None),
         ("json_out", JsonOpt, False),
         ("home", HomeOpt, None),
         ("socket", SocketOpt, None),
@@ -101,14 +104,14 @@ def team_command(
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Register `harness team NAME` from a declaration: a function whose signature holds the command's own
     arguments and options (their values go to `commands.SPECS[name]` by parameter name) and whose docstring
-    is its help. The options every team command takes are added here, once."""
+    is its help. The options every team command takes (also before the subcommand) are added here, once."""
 
     def register(declaration: Callable[..., None]) -> Callable[..., None]:
         own = tuple(inspect.signature(declaration).parameters.values())
 
         def command(ctx: typer.Context, **given: Any) -> None:
-            json_out, home, socket, key, key_file, machine = (given.pop(p.name) for p in _COMMON)
-            opts = _opts(ctx, json_out, home, socket, key, machine=machine, key_file=key_file)
+            team, json_out, home, socket, key, key_file, machine = (given.pop(p.name) for p in _COMMON)
+            opts = _opts(ctx, json_out, home, socket, key, machine=machine, key_file=key_file, team=team)
             commands.SPECS[name].run(opts, given)
 
         parameters = (_CONTEXT, *own, *_COMMON)
@@ -120,6 +123,40 @@ def team_command(
         return command
 
     return register
+
+
+def _print_version(given: bool) -> None:
+    if given:
+        from importlib.metadata import version
+
+        print(f"harness {version('harness')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def harness(
+    *,
+    version: Annotated[
+        bool,
+        typer.Option("--version", is_eager=True, callback=_print_version, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    pass
+
+
+def run_typer(argv: list[str], json_out: bool) -> int:
+    """Run `app` on `argv` and return its exit status. A usage error is one line (one JSON document with
+    --json) with code `bad_request` and status 2, like the fast path's, never click's boxed message."""
+    try:
+        status = typer.main.get_command(app).main(argv, prog_name="harness", standalone_mode=False)
+    except NoArgsIsHelpError:  # the help has been printed
+        return output.USAGE
+    except ClickException as error:
+        context = getattr(error, "ctx", None)
+        hint = "" if context is None else f"; see `{context.command_path} --help`"
+        output.emit_error(json_out, "bad_request", error.format_message().rstrip(".") + hint)
+        return output.USAGE
+    return status if isinstance(status, int) else output.OK
 
 
 # --- harness team -------------------------------------------------------------------------------------------
@@ -137,9 +174,7 @@ def team_options(
     key_file: KeyFileOpt = None,
     machine: MachineOpt = None,
 ) -> None:
-    opts = Options().merge(json_out, home, socket, key, machine=machine, key_file=key_file)
-    opts.team = team
-    ctx.obj = opts
+    ctx.obj = Options().merge(json_out, home, socket, key, machine=machine, key_file=key_file, team=team)
 
 
 @team_command("create")
@@ -296,6 +331,7 @@ def watch(
     seconds: Annotated[
         float | None, typer.Option("--seconds", help="With --json: stop after this long without a change.")
     ] = None,
+    team: TeamOpt = None,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
     socket: SocketOpt = None,
@@ -304,9 +340,10 @@ def watch(
     """Read-only live view: roster, exchanges, the selected one in full (j/k or Up/Down, r, q or Esc).
     With --json, one JSON line per change instead. With --machine, the team of a paired machine (read through
     the relay, a look a second)."""
-    opts = _opts(ctx, json_out, home, socket, None, machine=machine)
+    opts = _opts(ctx, json_out, home, socket, None, machine=machine, team=team)
     if not opts.team:
         usage(opts, "'watch' needs --team TEAM_ID")
+    commands.require_text(opts, {"--team": opts.team, "--machine": opts.machine})
     home_dir = homes.resolve_home(opts.home)
     if not opts.json:
         if not (sys.stdout.isatty() and sys.stdin.isatty()):
@@ -329,8 +366,8 @@ def watch(
                 where, _ = locate_socket(home_dir, opts.socket)
                 client = stack.enter_context(Client(where))
                 snapshots = client.subscribe(opts.team, homes.read_owner_token(home_dir), seconds)
-            for team in snapshots:
-                show(opts, team, output.show_team)
+            for snapshot in snapshots:
+                show(opts, snapshot, output.show_team)
                 sys.stdout.flush()
     except Unreachable as error:
         fail(opts, output.UNREACHABLE, "unreachable", error.detail)
@@ -345,6 +382,7 @@ def export(
     ctx: typer.Context,
     *,
     out: Annotated[Path, typer.Option("--out", help="New file for the copy (never overwritten).")],
+    team: TeamOpt = None,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
 ) -> None:
@@ -352,7 +390,7 @@ def export(
     from harness.io.doctor import export_team
     from harness.io.journal import CorruptState
 
-    opts = _opts(ctx, json_out, home, None, None)
+    opts = _opts(ctx, json_out, home, None, None, team=team)
     if not opts.team:
         usage(opts, "'export' needs --team TEAM_ID")
     try:

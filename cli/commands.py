@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import secrets
 import sys
@@ -15,24 +16,29 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from harness.cli import output
+from harness.core.bounded_json import JsonRefused, parse_json
 from harness.io import home as homes
 from harness.io.client import (
     REPLY_TIMEOUT,
     Client,
+    ClientError,
     RemoteError,
     Uncertain,
     Unreachable,
     incompatibility,
     locate_socket,
 )
-from harness.io.rpc import INCOMPATIBLE
+from harness.io.rpc import INCOMPATIBLE, MAX_FRAME_BYTES
 
 MEMBER_KEY_ENV = "HARNESS_MEMBER_KEY"
 DEFAULT_WAIT_SECONDS = 30.0
+# The daemon refuses a wait beyond its own bound (an hour) at once, so no reply is awaited longer than this.
+LONGEST_WAIT = 24 * 3600.0
 
 
 class Options:
-    """Options given on `harness team` and on its subcommands; the subcommand's win."""
+    """Options given on `harness team` and on its subcommands (each is taken in both places); the
+    subcommand's win."""
 
     def __init__(self) -> None:
         self.team: str | None = None
@@ -52,7 +58,9 @@ class Options:
         *,
         machine: str | None = None,
         key_file: Path | None = None,
+        team: str | None = None,
     ) -> Options:
+        self.team = team or self.team
         self.json = self.json or json_out
         self.home = home or self.home
         self.socket = socket or self.socket
@@ -62,8 +70,16 @@ class Options:
         return self
 
 
-def fail(opts: Options, status: int, code: str, detail: str, operation_id: str | None = None) -> NoReturn:
-    output.emit_error(opts.json, code, detail, operation_id)
+def fail(
+    opts: Options,
+    status: int,
+    code: str,
+    detail: str,
+    operation_id: str | None = None,
+    *,
+    retry: str | None = None,
+) -> NoReturn:
+    output.emit_error(opts.json, code, detail, operation_id, retry=retry)
     raise SystemExit(status)
 
 
@@ -84,6 +100,67 @@ def member_key(opts: Options) -> str | None:
     return opts.key or os.environ.get(MEMBER_KEY_ENV) or None
 
 
+def require_text(opts: Options, given: dict[str, Any]) -> None:
+    """Usage error naming the first value (a string, or a list of them) that is not Unicode text: one with a
+    lone surrogate, which is how Python passes on bytes that are not UTF-8 in an argument or the environment.
+    No frame to the daemon can carry one. (JSON files are parsed strictly, so their values are text.)"""
+    for name, value in given.items():
+        for text in value if isinstance(value, list) else [value]:
+            if isinstance(text, str) and not text.isascii():
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError:
+                    usage(opts, f"{name} is not valid UTF-8 text")
+
+
+def _request(
+    opts: Options,
+    action: str,
+    fields: dict[str, Any] | None,
+    *,
+    team: bool,
+    operation_id: str | None,
+    timeout: float,
+) -> Any:
+    """One request to the daemon of `opts.home` (or, with --machine, through its gateway to the paired machine
+    that owns the team); raises the client's errors."""
+    home = homes.resolve_home(opts.home)
+    key = member_key(opts)
+    given = {"--team": opts.team, "--machine": opts.machine, "the member key": key, **(fields or {})}
+    require_text(opts, given)
+    if opts.machine:
+        # Imported here: the relay stack (trio, nacl) would slow every local call of an agent's turn.
+        from harness.io.remote import call_remote
+
+        return call_remote(
+            home,
+            opts.machine,
+            action,
+            team_id=opts.team if team else None,
+            member_key=key,
+            fields=fields,
+            operation_id=operation_id,
+            timeout=timeout,
+        )
+    where, info = locate_socket(home, opts.socket)
+    if info is not None:
+        problem = incompatibility(info.get("protocol"), info.get("protocolRevision"))
+        if problem is not None:
+            raise RemoteError(INCOMPATIBLE, problem)
+    with Client(where) as client:
+        if info is None:
+            client.check_compatible()
+        return client.request(
+            action,
+            team_id=opts.team if team else None,
+            member_key=key,
+            owner_token=None if key else homes.read_owner_token(home),
+            fields=fields,
+            operation_id=operation_id,
+            timeout=timeout,
+        )
+
+
 def call(
     opts: Options,
     action: str,
@@ -92,53 +169,26 @@ def call(
     team: bool = True,
     operation_id: str | None = None,
     timeout: float = REPLY_TIMEOUT,
+    retry: str | None = None,
+    explain: Callable[[RemoteError], str] | None = None,
 ) -> Any:
-    """One request to the daemon of `opts.home` (or, with --machine, through its gateway to the paired machine
-    that owns the team), with the contract's exit status for every failure."""
+    """`_request` with the contract's exit status for every failure. `retry` tells how a retry reuses the
+    operation id (shown only when the outcome is uncertain: a rejection is final); `explain` words a
+    rejection for the options this command took."""
     if team and not opts.team:
         usage(opts, f"'{action}' needs --team TEAM_ID")
-    home = homes.resolve_home(opts.home)
-    key = member_key(opts)
     try:
-        if opts.machine:
-            # Imported here: the relay stack (trio, nacl) would slow every local call of an agent's turn.
-            from harness.io.remote import call_remote
-
-            return call_remote(
-                home,
-                opts.machine,
-                action,
-                team_id=opts.team if team else None,
-                member_key=key,
-                fields=fields,
-                operation_id=operation_id,
-                timeout=timeout,
-            )
-        where, info = locate_socket(home, opts.socket)
-        if info is not None:
-            problem = incompatibility(info.get("protocol"), info.get("protocolRevision"))
-            if problem is not None:
-                raise RemoteError(INCOMPATIBLE, problem)
-        with Client(where) as client:
-            if info is None:
-                client.check_compatible()
-            return client.request(
-                action,
-                team_id=opts.team if team else None,
-                member_key=key,
-                owner_token=None if key else homes.read_owner_token(home),
-                fields=fields,
-                operation_id=operation_id,
-                timeout=timeout,
-            )
+        return _request(opts, action, fields, team=team, operation_id=operation_id, timeout=timeout)
     except Unreachable as error:
         fail(opts, output.UNREACHABLE, "unreachable", error.detail)
     except Uncertain as error:
         detail = f"{error.detail}; the outcome is unknown"
-        fail(opts, output.UNCERTAIN, "uncertain", detail, error.operation_id)
+        fail(opts, output.UNCERTAIN, "uncertain", detail, error.operation_id, retry=retry)
     except RemoteError as error:
-        fail(opts, output.PROTOCOL_ERROR, error.code, error.detail, error.operation_id)
+        detail = error.detail if explain is None else explain(error)
+        fail(opts, output.PROTOCOL_ERROR, error.code, detail, error.operation_id)
     except OSError as error:  # the data directory's own files (the owner token) cannot be read
+        home = homes.resolve_home(opts.home)
         fail(opts, output.PROTOCOL_ERROR, "bad_request", f"cannot use the data directory {home}: {error}")
 
 
@@ -149,6 +199,11 @@ def show(opts: Options, result: Any, render: Callable[[Any], None]) -> None:
         render(result)
 
 
+def _read_bytes(path: Path) -> bytes:
+    """The contents of `path`, or stdin for `-`; raises OSError."""
+    return sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
+
+
 def read_text(opts: Options, text: str | None, text_file: Path | None, what: str) -> str:
     if (text is None) == (text_file is None):
         usage(opts, f"give the {what} as an argument or with --text-file, not both and not neither")
@@ -156,19 +211,32 @@ def read_text(opts: Options, text: str | None, text_file: Path | None, what: str
         assert text is not None
         return text
     try:
-        return sys.stdin.read() if str(text_file) == "-" else text_file.read_text()
+        return _read_bytes(text_file).decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         usage(opts, f"cannot read {text_file}: {error}")
 
 
 def read_json_file(opts: Options, path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(sys.stdin.read() if str(path) == "-" else path.read_text())
-    except (OSError, ValueError) as error:
-        usage(opts, f"cannot read {path} as JSON: {error}")
+        data = parse_json(_read_bytes(path), max_bytes=MAX_FRAME_BYTES)
+    except OSError as error:
+        usage(opts, f"cannot read {path}: {error}")
+    if isinstance(data, JsonRefused):
+        usage(opts, f"cannot read {path} as JSON: {data.detail}")
     if not isinstance(data, dict):
         usage(opts, f"{path} must hold one JSON object")
+    try:
+        json.dumps(data, allow_nan=False)
+    except ValueError:  # 1e999 parses as infinity, which JSON cannot carry on to the daemon
+        usage(opts, f"{path} holds a number too large for JSON")
     return data
+
+
+def finite_seconds(opts: Options, option: str, seconds: float) -> float:
+    """`seconds` when it is a number of seconds that also converts to milliseconds; usage error else."""
+    if not math.isfinite(seconds * 1000):
+        usage(opts, f"{option} takes a number of seconds, not {seconds}")
+    return seconds
 
 
 # --- the team commands: `v` holds the command's own arguments and options by their Python names -----------
@@ -176,10 +244,18 @@ def read_json_file(opts: Options, path: Path) -> dict[str, Any]:
 Values = dict[str, Any]
 
 
+def _in_file(data: dict[str, Any]) -> str:
+    """How a retry of `create` or `add` reuses the record's id (drawn here when the file has none, so that an
+    uncertain outcome can name it)."""
+    data.setdefault("id", secrets.token_hex(16))
+    return f'"id": {json.dumps(data["id"])} in the file'
+
+
 def run_create(opts: Options, v: Values) -> None:
     data = read_json_file(opts, v["file"])
-    data.setdefault("id", secrets.token_hex(16))  # drawn here so an uncertain outcome can name it
-    show(opts, call(opts, "create", data, team=False, operation_id=str(data["id"])), output.show_team)
+    retry = _in_file(data)
+    result = call(opts, "create", data, team=False, operation_id=str(data["id"]), retry=retry)
+    show(opts, result, output.show_team)
 
 
 def run_list(opts: Options, v: Values) -> None:
@@ -196,8 +272,8 @@ def run_members(opts: Options, v: Values) -> None:
 
 def run_add(opts: Options, v: Values) -> None:
     data = read_json_file(opts, v["file"])
-    data.setdefault("id", secrets.token_hex(16))
-    show(opts, call(opts, "add", data, operation_id=str(data["id"])), output.show_member)
+    retry = _in_file(data)
+    show(opts, call(opts, "add", data, operation_id=str(data["id"]), retry=retry), output.show_member)
 
 
 def run_remove(opts: Options, v: Values) -> None:
@@ -220,20 +296,42 @@ def run_archive(opts: Options, v: Values) -> None:
     show(opts, call(opts, "archive"), output.show_team)
 
 
+def _ttl_detail(opts: Options, ttl: float | None, rejection: RemoteError) -> str:
+    """A rejected --ttl in the seconds it was given in (the daemon's bounds are in milliseconds, and it
+    says which in its capabilities); any other rejection as the daemon put it."""
+    if ttl is None or rejection.bound != "ttl":
+        return rejection.detail
+    try:
+        limits = _request(opts, "capabilities", None, team=False, operation_id=None, timeout=REPLY_TIMEOUT)
+        low, high = limits["limits"]["ttlMinMs"] / 1000, limits["limits"]["ttlMaxMs"] / 1000
+    except (ClientError, OSError, LookupError, TypeError):
+        return rejection.detail
+    return f"--ttl must be {low:g} s to {high:g} s, not {ttl:g} s (bound ttl)"
+
+
 def run_ask(opts: Options, v: Values) -> None:
     body = read_text(opts, v["text"], v["text_file"], "question")
+    ttl = None if v["ttl"] is None else finite_seconds(opts, "--ttl", v["ttl"])
     question_id = v["operation_id"] or secrets.token_hex(16)
     fields = {
         "id": question_id,
         "to": v["to"],
         "text": body,
         "context": v["context"],
-        "ttlMs": None if v["ttl"] is None else round(v["ttl"] * 1000),
+        "ttlMs": None if ttl is None else round(ttl * 1000),
         "parentId": v["parent"],
         "notify": False if v["no_notify"] else None,
         "from": v["from_member"],
     }
-    show(opts, call(opts, "ask", fields, operation_id=question_id), output.show_exchange)
+    result = call(
+        opts,
+        "ask",
+        fields,
+        operation_id=question_id,
+        retry=f"--id {question_id}",
+        explain=lambda rejection: _ttl_detail(opts, ttl, rejection),
+    )
+    show(opts, result, output.show_exchange)
 
 
 def run_reply(opts: Options, v: Values) -> None:
@@ -256,9 +354,10 @@ def run_status(opts: Options, v: Values) -> None:
 
 
 def run_wait(opts: Options, v: Values) -> None:
-    seconds = float(v["seconds"])
+    seconds = finite_seconds(opts, "--seconds", float(v["seconds"]))
     fields = {"questionId": v["question_id"], "seconds": seconds}
-    show(opts, call(opts, "wait", fields, timeout=seconds + REPLY_TIMEOUT), output.show_wait)
+    timeout = min(max(seconds, 0.0), LONGEST_WAIT) + REPLY_TIMEOUT
+    show(opts, call(opts, "wait", fields, timeout=timeout), output.show_wait)
 
 
 def run_delivery(opts: Options, v: Values) -> None:
@@ -276,8 +375,10 @@ def run_capabilities(opts: Options, v: Values) -> None:
 
 # --- the fast path ------------------------------------------------------------------------------------------
 
-# Option kinds: "flag" (no value), "str", "float", "path", "list" (repeatable str).
+# Option kinds: "flag" (no value), "str", "float", "path", "list" (repeatable str). The common options are
+# taken before the subcommand (`team --team T get`) and after it (`team get --team T`).
 COMMON_OPTIONS: dict[str, tuple[str, str]] = {
+    "--team": ("team", "str"),
     "--json": ("json", "flag"),
     "--home": ("home", "str"),
     "--socket": ("socket", "str"),
@@ -285,7 +386,6 @@ COMMON_OPTIONS: dict[str, tuple[str, str]] = {
     "--key-file": ("key_file", "path"),
     "--machine": ("machine", "str"),
 }
-GROUP_OPTIONS: dict[str, tuple[str, str]] = {**COMMON_OPTIONS, "--team": ("team", "str")}
 
 
 @dataclass(frozen=True)
@@ -393,7 +493,7 @@ def parse_fast(argv: list[str]) -> tuple[Spec, Options, Values] | None:
         group: Values = {}
         index = 1
         while index < len(argv) and argv[index].startswith("-"):
-            index = _take_option(argv, index, GROUP_OPTIONS, group)
+            index = _take_option(argv, index, COMMON_OPTIONS, group)
         if index >= len(argv) or argv[index] not in SPECS:
             return None
         command = argv[index]
@@ -432,8 +532,8 @@ def parse_fast(argv: list[str]) -> tuple[Spec, Options, Values] | None:
             given.get("key"),
             machine=given.get("machine"),
             key_file=given.get("key_file"),
+            team=given.get("team"),
         )
-    opts.team = group.get("team")
     return spec, opts, values
 
 

@@ -52,14 +52,18 @@ def emit_json(value: object) -> None:
     sys.stdout.write(json_text(value) + "\n")
 
 
-def emit_error(json_out: bool, code: str, detail: str, operation_id: str | None = None) -> None:
-    """One JSON object on stdout with --json, else one line on stderr."""
+def emit_error(
+    json_out: bool, code: str, detail: str, operation_id: str | None = None, *, retry: str | None = None
+) -> None:
+    """One JSON object on stdout with --json, else one line on stderr. `retry` is how a retry reuses the
+    operation id (`--id ID`): given only when the outcome is uncertain, as a rejection is final and a retry
+    of it would fail the same way."""
     if json_out:
         emit_json({"error": code, "detail": detail, "operationId": operation_id})
         return
     line = f"harness: {code}: {detail}"
-    if operation_id is not None:
-        line += f" (operation id {operation_id}; a retry must reuse it)"
+    if operation_id is not None and retry is not None:
+        line += f" (operation id {operation_id}; a retry must reuse it: retry with {retry})"
     sys.stderr.write(terminal_safe(line, line_breaks=False) + "\n")
 
 

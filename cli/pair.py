@@ -76,7 +76,11 @@ def accept(
 @pair_app.command("list")
 def list_peers(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
     """The machines paired with this one."""
-    peers = [p.view() for p in pairing.peers(homes.resolve_home(home)).values()]
+    try:
+        peers = [p.view() for p in pairing.peers(homes.resolve_home(home)).values()]
+    except homes.HomeError as error:
+        _fail(json_out, error)
+        return
     if json_out:
         output.emit_json({"peers": peers})
         return
@@ -92,7 +96,11 @@ def remove(
 ) -> None:
     """Forget a paired machine (its frames are refused from now on). Pairing its machine id again under
     another identity key (a reinstalled machine) needs this first."""
-    peer = pairing.remove_peer(homes.resolve_home(home), machine)
+    try:
+        peer = pairing.remove_peer(homes.resolve_home(home), machine)
+    except homes.HomeError as error:
+        _fail(json_out, error)
+        return
     if peer is None:
         _fail(json_out, pairing.PairingError("not_found", f"machine {machine} is not paired with this one"))
         return

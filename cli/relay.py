@@ -16,6 +16,7 @@ from typing import Annotated, TextIO
 import trio
 import typer
 
+from harness.cli import output
 from harness.io.listeners import raise_open_files_limit
 from harness.io.relay import HOST, Relay, RelayLimits
 
@@ -40,7 +41,9 @@ class Recorder:
 
 @relay_app.command()
 def serve(
-    port: Annotated[int, typer.Option("--port", help="Port on 127.0.0.1 (0 picks a free one).")] = 8765,
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="Port on 127.0.0.1 (0 picks a free one).")
+    ] = 8765,
     queue: Annotated[
         int, typer.Option("--queue", help="Frames queued per connection.")
     ] = RelayLimits().queue_frames,
@@ -72,7 +75,11 @@ def serve(
     with contextlib.ExitStack() as stack:
         out = None
         if record is not None:  # private (0600) like the rest of a machine's remote state
-            fd = os.open(record, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            try:
+                fd = os.open(record, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            except OSError as error:
+                output.emit_error(False, "bad_request", f"cannot open --record {record}: {error}")
+                raise SystemExit(output.USAGE) from None
             out = stack.enter_context(open(fd, "a", encoding="utf-8"))
         observe = None if out is None else Recorder(out)
         limits = RelayLimits(queue_frames=queue, max_connections=max_connections, max_pending=max_pending)
@@ -89,5 +96,14 @@ def serve(
                         say(f"stopping on {signal.Signals(received).name}")
                         nursery.cancel_scope.cancel()
 
-        trio.run(main)
+        try:
+            trio.run(main)
+        except BaseException as error:
+            cause = error
+            while isinstance(cause, BaseExceptionGroup) and len(cause.exceptions) == 1:
+                cause = cause.exceptions[0]  # the relay fails at start inside trio's nursery
+            if not isinstance(cause, OSError):
+                raise
+            output.emit_error(False, "bad_request", f"cannot serve the relay on port {port}: {cause}")
+            raise SystemExit(output.PROTOCOL_ERROR) from None
     print(json.dumps({"stats": dict(relay.stats)}), file=sys.stderr)

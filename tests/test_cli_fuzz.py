@@ -1,0 +1,204 @@
+# Issue 17, a newcomer's first hour: whatever is typed, no traceback reaches the user. Hypothesis drives the
+# `harness` entry point in-process, through the fast path and through Typer, with arbitrary arguments (bytes
+# that are not UTF-8 included, as Python hands them over), bytes on stdin and in the files the options name,
+# against a data directory with no daemon. Each run must end with a status of the contract, one error line
+# (or, with --json, one JSON document) and never the `internal` code of the last-resort handler.
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness.cli import commands, main
+
+STATUSES = {0, 1, 2, 3, 4}
+SETTINGS = settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+@dataclass(frozen=True)
+class Ran:
+    status: int
+    out: str
+    err: str
+
+
+@dataclass(frozen=True)
+class World:
+    """A data directory without a daemon, and files for the options that name one."""
+
+    root: Path
+
+    @property
+    def home(self) -> Path:
+        return self.root / "home"
+
+    def file(self, data: bytes) -> str:
+        path = self.root / "input"
+        path.write_bytes(data)
+        return str(path)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> World:
+    root = tmp_path_factory.mktemp("fuzz")
+    (root / "home").mkdir(mode=0o700)
+    return World(root)
+
+
+@pytest.fixture(autouse=True)
+def contained(world: World, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every path a fuzzed argument may name (relative, or under ~) lies in the test's directory."""
+    monkeypatch.chdir(world.root)
+    monkeypatch.setenv("HOME", str(world.root))
+    monkeypatch.setenv("HARNESS_HOME", str(world.home))
+    monkeypatch.delenv("HARNESS_MEMBER_KEY", raising=False)
+    yield
+
+
+def invoke(argv: list[str], stdin: bytes, *, typer_only: bool) -> Ran:
+    out, err = io.StringIO(), io.StringIO()
+    saved = sys.stdin, sys.stdout, sys.stderr, commands.run_fast
+    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8", errors="surrogateescape")
+    sys.stdout, sys.stderr = out, err
+    if typer_only:
+        commands.run_fast = lambda argv: False  # type: ignore[assignment]
+    try:
+        status = main.run(argv)
+    finally:
+        sys.stdin, sys.stdout, sys.stderr, commands.run_fast = saved
+    return Ran(status, out.getvalue(), err.getvalue())
+
+
+VALUE_OPTIONS = {"--team", "--home", "--socket", "--key", "--key-file", "--machine", "--file", "--text-file",
+                 "--ttl", "--seconds", "--context", "--parent", "--id", "--from", "--evidence", "--member",
+                 "--out", "--engine"}  # fmt: skip
+
+
+def flags_given(argv: list[str]) -> set[str]:
+    """The words of `argv` that stand as options (not as the value of the option before them)."""
+    given, taken = set(), False
+    for token in argv:
+        if token == "--":
+            break
+        if not taken:
+            given.add(token)
+        taken = not taken and token in VALUE_OPTIONS
+    return given
+
+
+def check(argv: list[str], ran: Ran) -> None:
+    words = flags_given(argv)
+    shown = ran.out + ran.err
+    assert ran.status in STATUSES, (argv, ran)
+    assert "Traceback" not in shown, (argv, ran)
+    assert "internal" not in shown.split("\n", 1)[0][:40], (argv, ran)  # the last-resort handler: a bug
+    if "--help" in words:
+        return
+    if "--json" in words:
+        document = json.loads(ran.out)  # exactly one JSON document (json.loads refuses trailing text)
+        assert ran.status == 0 or set(document) == {"error", "detail", "operationId"}, (argv, ran)
+        assert ran.status == 0 or document["error"] != "internal", (argv, ran)
+    elif ran.status != 0 and argv not in ([], ["team"]):  # `harness` or `harness team` alone: the help
+        assert ran.err.startswith("harness: ") and ran.err.count("\n") == 1, (argv, ran)
+
+
+def run_both(argv: list[str], stdin: bytes) -> None:
+    for typer_only in (False, True):
+        check(argv, invoke(argv, stdin, typer_only=typer_only))
+
+
+# --- strategies ---------------------------------------------------------------------------------------------
+
+# Any argument a shell can pass: no NUL; bytes that are not UTF-8 arrive as lone surrogates (surrogateescape).
+raw_arg = st.binary(max_size=12).filter(lambda b: b"\0" not in b).map(os.fsdecode)
+text_arg = st.text(st.characters(exclude_characters="\0"), max_size=12)
+number_arg = st.sampled_from(
+    ["nan", "-nan", "inf", "-inf", "1e300", "1e999", "-1e308", "0", "-0", "-5", "10", "3600", "3601", "0x10",
+     "1_0", " 5", "", "1e-320", "86400", "86401", "9" * 400]
+)  # fmt: skip
+word = st.one_of(raw_arg, text_arg, number_arg)
+input_bytes = st.one_of(
+    st.binary(max_size=64),
+    st.sampled_from([b"{}", b'{"name": "x", "members": []}', b'{"id": "\\udcff"}', b"[" * 5000, b"1e999",
+                     b'{"name": "x", "members": [], "n": 1e999}', b'{"name": NaN}', b"\xff\xfe",
+                     b"\xed\xa0\x80", b'{"id": 5, "name": {}, "members": 3}', b"key\n", b"two keys\n"]),
+)  # fmt: skip
+
+
+def path_arg(world: World, data: bytes) -> st.SearchStrategy[str]:
+    return st.one_of(
+        st.just("-"),
+        st.just(world.file(data)),
+        st.sampled_from([str(world.root / "missing"), str(world.root), "/dev/null", "", "\udcff", "~"]),
+    )
+
+
+COMMON = ["--team", "--home", "--socket", "--key", "--key-file", "--machine"]
+COMMANDS = [*commands.SPECS, "watch", "export"]
+
+
+@st.composite
+def team_argv(draw: st.DrawFn, world: World, data: bytes) -> list[str]:
+    """`team [common options] COMMAND [its arguments, options, common options in any order]`."""
+    command = draw(st.sampled_from(COMMANDS))
+    spec = commands.SPECS.get(command)
+    own = [*spec.options] if spec else (["--seconds"] if command == "watch" else ["--out"])
+    arity = len(spec.required) + len(spec.optional) if spec else 0
+
+    def value(option: str) -> st.SearchStrategy[str]:
+        if option == "--home":
+            return st.sampled_from([str(world.home), str(world.root / "missing"), world.file(data), "~"])
+        if option == "--socket":
+            return st.sampled_from([str(world.root / "none.sock"), world.file(data), str(world.root)])
+        if option in ("--file", "--text-file", "--key-file", "--out"):
+            return path_arg(world, data)
+        if option in ("--ttl", "--seconds"):
+            return number_arg
+        return word
+
+    def pieces(options: list[str], flags: list[str]) -> st.SearchStrategy[list[list[str]]]:
+        pair = st.sampled_from(options).flatmap(lambda o: value(o).map(lambda v: [o, v]))
+        inline = st.sampled_from(options).flatmap(lambda o: value(o).map(lambda v: [f"{o}={v}"]))
+        return st.lists(st.one_of(pair, inline, st.sampled_from(flags).map(lambda f: [f])), max_size=4)
+
+    own_flags = [o for o in own if spec and spec.options[o][1] == "flag"]
+    before = draw(pieces(COMMON, ["--json"]))
+    after = draw(pieces([*COMMON, *(o for o in own if o not in own_flags)], ["--json", *own_flags]))
+    positional = draw(st.lists(word, max_size=arity + 1))
+    mixed = draw(st.permutations([*after, *([p] for p in positional)]))
+    if draw(st.booleans()):
+        mixed.append(["--json"])
+    return ["team", *(t for p in before for t in p), command, *(t for p in mixed for t in p)]
+
+
+@given(data=st.data(), stdin=input_bytes, file_bytes=input_bytes)
+@SETTINGS
+def test_team_commands_never_show_a_traceback(world: World, data: st.DataObject, stdin: bytes,
+                                              file_bytes: bytes) -> None:  # fmt: skip
+    argv = data.draw(team_argv(world, file_bytes))
+    run_both(argv, stdin)
+
+
+# Never `daemon run`, `demo`, `web`, `agent start`: they start servers and terminals.
+PREFIXES = [["team"], ["agent", "classify"], ["--version"], ["--help"], ["--json"], ["daemon", "status"], []]
+VOCABULARY = [*COMMON, *COMMANDS, "--json", "--help", "--version", "--engine", "--", "-", "shell", "--ttl"]
+
+
+@given(prefix=st.sampled_from(PREFIXES),
+       rest=st.lists(st.one_of(word, st.sampled_from(VOCABULARY)), max_size=6),
+       stdin=input_bytes)  # fmt: skip
+@SETTINGS
+def test_any_words_never_show_a_traceback(
+    world: World, prefix: list[str], rest: list[str], stdin: bytes
+) -> None:
+    run_both([*prefix, *rest] if prefix else rest[:1], stdin)
