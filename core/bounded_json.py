@@ -1,11 +1,13 @@
 # Every listener of harness (the RPC socket, the web page, the remote gateway, the relay, pairing boxes,
 # sealed frames) parses JSON that anyone on the other end wrote. The standard parser recurses once per
-# nesting level and accepts NaN, Infinity and lone surrogates, so 100,000 `[` end a process with
-# RecursionError and a surrogate breaks the next write of the text. This module bounds a document's size and
+# nesting level and accepts NaN, Infinity (also spelled 1e999) and lone surrogates, so 100,000 `[` end a
+# process with RecursionError, and an infinity or a surrogate breaks the next write of the value (a journal
+# entry, a reply that then never comes). This module bounds a document's size and
 # depth before it is parsed, then parses it strictly; every refusal is a value, never an exception.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Final
@@ -30,6 +32,14 @@ class JsonRefused:
 
 def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    """A JSON number as a float; one too large for a float (1e999) is refused, not made infinite."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:20]} is out of range")
+    return value
 
 
 def depth(text: str) -> int:
@@ -65,7 +75,7 @@ def parse_json(data: str | bytes, *, max_bytes: int, max_depth: int = MAX_DEPTH)
     if depth(text) > max_depth:
         return JsonRefused("too_deep", f"nested deeper than {max_depth} levels")
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite)
     except (ValueError, RecursionError) as error:
         return JsonRefused("not_json", f"not JSON: {error}"[:200])
     if "\\u" in text:

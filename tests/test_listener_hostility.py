@@ -31,6 +31,9 @@ PAYLOADS: dict[str, bytes] = {
     "truncated frame": raw_ws.frame(raw_ws.TEXT, b"[1, 2", declared=4096),
     "lone surrogate": raw_ws.text('{"type": "team", "requestId": "r", "action": "list", "x": "\\ud800"}'),
     "NaN": raw_ws.text('{"type": "team", "requestId": "r", "action": "list", "x": NaN}'),
+    "1e999": raw_ws.text(
+        '{"type": "team", "requestId": "r", "action": "wait", "teamId": "t", "seconds": 1e999}'
+    ),
     "not an object": raw_ws.text("[1, 2]"),
 }
 
