@@ -585,7 +585,8 @@ def doctor(
     json_out: JsonOpt = False,
 ) -> None:
     """Check every ledger store (read-only, safe beside a running daemon); exit 1 if any is damaged. Also
-    shows what the running daemon's listeners refused and dropped."""
+    shows what the running daemon's listeners refused and dropped, and its relay link (state, last error,
+    what paired machines and strangers had refused)."""
     from harness.io.doctor import daemon_listeners, inspect_data_dir
 
     opts = Options().merge(json_out, home, None, None)
@@ -602,6 +603,9 @@ def doctor(
                 print(f"daemon {name}: " + ", ".join(f"{key} {value}" for key, value in counts.items()))
         else:
             print(f"daemon: not running ({daemon.get('detail')})")
+        remote = daemon.get("remote")
+        if isinstance(remote, dict):
+            print(output.shown(_relay_line(remote)))
         for store in report["stores"]:  # type: ignore[attr-defined]
             damage = store.get("damage")
             what = store.get("teamId") or store.get("kind")
@@ -616,6 +620,22 @@ def doctor(
         print("all stores healthy" if report["ok"] else "some stores need attention (see above)")
     if not report["ok"]:
         raise typer.Exit(output.PROTOCOL_ERROR)
+
+
+def _relay_line(remote: dict[str, Any]) -> str:
+    """The relay link and what paired machines and strangers had refused, in one line."""
+    link = remote.get("link") or {}
+    line = f"daemon relay: {link.get('state')}"
+    if link.get("relay"):
+        line += f" ({link['relay']})"
+    if link.get("lastError") and link.get("state") != "connected":
+        line += f", {link.get('failuresInARow')} failed attempts in a row, last: {link['lastError']}"
+    counters = remote.get("counters") or {}
+    noted = ("refused", "error", "unpaired")
+    refused = {key: value for key, value in counters.items() if any(word in key for word in noted)}
+    if refused:
+        line += "; refused: " + ", ".join(f"{key} {value}" for key, value in sorted(refused.items()))
+    return line
 
 
 @app.command()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 import threading
 from collections.abc import Iterator
 from functools import partial
@@ -24,6 +25,7 @@ from harness.io import pairing
 from harness.io.client import RemoteError
 from harness.io.remote import RemoteNode, RemoteRefused, call_remote
 from tests.test_relay_processes import (
+    HARNESS,
     TEAM_ID,
     WAIT,
     Machine,
@@ -156,6 +158,8 @@ def test_finding_5_a_paired_machine_gets_exactly_its_grant(world: World) -> None
     assert counters["grant_refused_not_found"] == 2
     assert counters["grant_refused_conflict"] == 1
     assert counters["grant_refused_bad_request"] == 1
+    doctor = doctor_text(world.a)
+    assert "daemon relay: connected" in doctor and "grant_refused_not_found 2" in doctor, doctor
 
 
 def test_finding_6_a_paired_machine_observes_only_teams_it_has_a_member_in(world: World) -> None:
@@ -244,6 +248,8 @@ def test_finding_3_a_refusing_relay_is_retried_and_the_daemon_keeps_serving(
         eventually(retried, "three refused attempts", seconds=60)
         link = daemon_status(here.a)["remote"]["link"]
         assert "503" in link["lastError"], link
+        doctor = doctor_text(here.a)
+        assert "daemon relay: retrying" in doctor and "503" in doctor, doctor
         assert here.a.daemon.running
         members = [{"machineId": here.a.machine_id, "agentId": "agent-alice", "name": "alice"}]
         team_file = tmp_path / "team.json"
@@ -261,3 +267,10 @@ def test_finding_3_a_refusing_relay_is_retried_and_the_daemon_keeps_serving(
 def daemon_ready(machine: Machine) -> bool:
     assert machine.daemon.running, machine.daemon.text()
     return harness("daemon", "status", "--home", str(machine.home))[0] == 0
+
+
+def doctor_text(machine: Machine) -> str:
+    """`harness doctor` as a person reads it (no --json)."""
+    argv = [*HARNESS, "doctor", "--home", str(machine.home)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    return done.stdout + done.stderr
