@@ -404,7 +404,9 @@ def notice_content(ledger: Ledger, effect: fx.SubmitNotice | d.Submit) -> Notice
         )
     answer = exchange.answer
     assert answer is not None
-    author = team.members[exchange.to].name
+    addressee = team.members[exchange.to].name
+    # "An owner reply also names `memberId` and is attributed to the user": the notice says who wrote it.
+    author = addressee if answer.author == exchange.to else f"the user (for {addressee})"
     return NoticeContent(
         effect.kind, team.id, team.name, exchange.id, author, text=answer.text, evidence=answer.evidence
     )

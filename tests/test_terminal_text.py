@@ -14,7 +14,7 @@ from harness.core import effects as fx
 from harness.core.codec import from_json, to_json
 from harness.core.limits import DEFAULT_LIMITS
 from harness.core.outcome import Accepted
-from harness.core.records import NoticeKind
+from harness.core.records import ID_PATTERN, NoticeKind
 from harness.core.system import (
     NoticeContent,
     Teammate,
@@ -216,12 +216,13 @@ def test_tabs_pass_only_when_the_caller_admits_them() -> None:
 # --- content that arrived from a paired machine -------------------------------------------------------------
 
 names = st.text(max_size=DEFAULT_LIMITS.name_chars)
+ids = st.from_regex(ID_PATTERN, fullmatch=True).filter(lambda i: len(i) <= DEFAULT_LIMITS.id_chars)
 contents = st.builds(
     NoticeContent,
     kind=st.sampled_from(NoticeKind),
-    team_id=st.text(max_size=DEFAULT_LIMITS.id_chars),
+    team_id=ids,
     team_name=names,
-    subject_id=st.text(max_size=DEFAULT_LIMITS.id_chars),
+    subject_id=ids,
     speaker=names,
     role=names,
     teammates=st.lists(st.builds(Teammate, names, names), max_size=4).map(tuple),
@@ -259,6 +260,8 @@ def test_content_within_its_bounds_renders_safe_and_within_notice_bytes(content:
         {"evidence": ("x" * 1_025,)},
         {"member_key": "k" * 129},
         {"subject_id": "q" * 129},
+        {"team_id": "../../x"},  # ids name files on the destination: only ids are ids
+        {"subject_id": "q 1\n"},
     ],
 )
 def test_content_beyond_a_ledger_bound_is_a_problem(change: dict[str, object]) -> None:
