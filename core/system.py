@@ -459,7 +459,9 @@ def render_content(
     """
     safe = partial(terminal_safe, line_breaks=False)
     head = f"[team {safe(content.team_name)}] "
-    pointer = f"harness team --team {safe(content.team_id)} status {safe(content.subject_id)}"
+    # The team command the member was taught (its own data directory, key file and `harness` path) comes
+    # first; the notice cannot spell it (core does not know it), so it names what to add to it.
+    pointer = f"status {safe(content.subject_id)} with your team command"
     if content.kind is NoticeKind.INTRODUCTION:
         others = ", ".join(f"{safe(mate.name)} ({safe(mate.role)})" for mate in content.teammates)
         commands = safe((prefix or placeholder_prefix)(content.team_id, content.member_key))

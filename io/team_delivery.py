@@ -6,7 +6,10 @@
 # side re-derives what the other meant.
 from __future__ import annotations
 
+import functools
+import os
 import shlex
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -71,12 +74,23 @@ async def request(delivery: TeamDelivery, command: OwnerRequest) -> None:
         await delivery.consume(command)
 
 
+@functools.cache
+def harness_command() -> str:
+    """The CLI as an agent's shell can run it whatever its PATH holds (an agent started as the README shows,
+    `.venv/bin/harness agent start`, has no `harness` on it): the console script beside this Python, else
+    this Python running the CLI module."""
+    script = Path(sys.executable).parent / "harness"
+    if script.is_file() and os.access(script, os.X_OK):
+        return shlex.quote(str(script))
+    return shlex.join([sys.executable, "-m", "harness.cli.main"])
+
+
 def command_prefix(home: Path, team_id: str, key_file: Path) -> str:
     """The exact shell prefix a member's introduction teaches. It names the member's private key file (0600,
     in the data directory), never the key: a command line is visible to every local user (`ps`), and it
     stays in a pane's scrollback and a shell's history."""
     home_arg, team, key_arg = (shlex.quote(str(value)) for value in (home, team_id, key_file))
-    return f"harness team --home {home_arg} --team {team} --key-file {key_arg}"
+    return f"{harness_command()} team --home {home_arg} --team {team} --key-file {key_arg}"
 
 
 def remote_command_prefix(home: Path, owner_machine: str, team_id: str, key_file: Path) -> str:
@@ -86,4 +100,5 @@ def remote_command_prefix(home: Path, owner_machine: str, team_id: str, key_file
     home_arg, machine, team, key_arg = (
         shlex.quote(str(value)) for value in (home, owner_machine, team_id, key_file)
     )
-    return f"harness team --home {home_arg} --machine {machine} --team {team} --key-file {key_arg}"
+    where = f"--home {home_arg} --machine {machine} --team {team}"
+    return f"{harness_command()} team {where} --key-file {key_arg}"

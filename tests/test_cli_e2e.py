@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -134,6 +135,13 @@ def test_every_command_across_a_crash(daemon: Daemon, tmp_path: Path) -> None:
     assert bob_file.read_text().strip() == bob and bob_file.stat().st_mode & 0o777 == 0o600
     assert bob not in handed["bob"]["command"] and f"--key-file {bob_file}" in handed["bob"]["command"]
     assert ok(team(home, "--key-file", str(bob_file), "members"))["members"] == roster
+    # Issue 16, item 1: an agent runs what it is taught even with no `harness` on its PATH (started as the
+    # README shows, `.venv/bin/harness agent start`): the prefix names the CLI by its absolute path.
+    taught = shlex.split(handed["bob"]["command"])
+    assert Path(taught[0]).is_absolute()
+    argv, bare = [*taught, "members", "--json"], {"PATH": "/nonexistent"}
+    lone = subprocess.run(argv, env=bare, capture_output=True, text=True, check=False)
+    assert lone.returncode == 0 and json.loads(lone.stdout)["members"] == roster, lone.stderr
     (tmp_path / "dave.json").write_text(
         json.dumps({"id": "dave1", "machineId": here, "agentId": "d", "name": "dave"})
     )

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-INTRODUCTION = r"You joined team [\s\S]*?Use: (?P<prefix>harness team .+?) members \|"
+INTRODUCTION = r"You joined team [\s\S]*?Use: (?P<prefix>\S*harness team .+?) members \|"
 QUESTION = r"Question (?P<qid>[\w.-]+) from (?P<asker>[\w-]+):"
 ANSWER = r"(?P<who>[\w-]+) answered your question (?P<qid>[\w.-]+):"
 SAVE_PREFIX = (
