@@ -10,7 +10,13 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.harness-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e ".[test]"
+  # The build backend's warnings (an editable install's advice) are noise to a user: shown only on failure.
+  log=.venv/pip-install.log
+  if ! { .venv/bin/python -m pip install --quiet --upgrade pip \
+      && .venv/bin/python -m pip install --quiet -e ".[test]"; } >"$log" 2>&1; then
+    cat "$log" >&2
+    echo "setup: installing the packages failed (log: $log)" >&2
+    exit 1
+  fi
   touch "$stamp"
 fi
