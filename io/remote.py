@@ -108,6 +108,10 @@ OUTBOX_LIMIT: Final = 10_000  # items waiting for one peer
 RESTATE_CHUNK_CHARS: Final = 256 << 10  # desk commands per `restate` request, well inside a sealed frame
 PEERS_POLL: Final = 1.0  # seconds between looks at peers.json for machines paired since (by `pair accept`)
 DEFAULT_REQUEST_TIMEOUT: Final = 30.0
+# One attempt of an outbox item: short, because a retry is harmless (same request id) and only a retry can
+# learn that the peer left after taking the frame (the relay then answers `offline`), so the items behind it
+# show `queued/offline` within seconds instead of after DEFAULT_REQUEST_TIMEOUT.
+OUTBOX_ATTEMPT_TIMEOUT: Final = 3.0
 REMOTE_WAIT_MARGIN: Final = 15.0  # beyond a `wait` request's own seconds
 OBSERVATION_ACTIONS: Final = frozenset({"get", "members", "list"})  # owner reads a paired machine may make
 # Answers that say "not now" rather than "no": an outbox item keeps its place and is tried again.
@@ -236,6 +240,7 @@ class RemoteNode:
         *,
         relay_url: str | None = None,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        attempt_timeout: float = OUTBOX_ATTEMPT_TIMEOUT,
         retry_min: float = 0.2,
         retry_max: float = 5.0,
         seal_block: int = DEFAULT_BLOCK,
@@ -248,6 +253,7 @@ class RemoteNode:
         self.machine_id = homes.machine_id(home)
         self.relay_url = relay_url
         self.request_timeout = request_timeout
+        self.attempt_timeout = attempt_timeout
         self.retry_min = retry_min
         self.retry_max = retry_max
         self.stats: collections.Counter[str] = collections.Counter()
@@ -611,7 +617,9 @@ class RemoteNode:
             delay = self.retry_min
             while True:
                 try:
-                    await self.request(machine, item.body, request_id=item.request_id)
+                    await self.request(
+                        machine, item.body, request_id=item.request_id, timeout=self.attempt_timeout
+                    )
                     break
                 except RemoteRefused as error:
                     if error.code not in PASSING_REFUSALS:

@@ -351,3 +351,32 @@ async def test_a_not_now_refusal_is_not_remembered_so_its_retry_gets_through(tmp
     node._inbound[peer.address] += 1
     await node._serve_request(peer, hold)  # the owner's retry, same request id
     assert answered[-1] == {"k": "res", "id": "r1", "result": True} and desk.requests == [d.Hold(1, TEAM_ID)]
+
+
+class SilentDesk(FakeDesk):
+    """A desk that takes a submit and never finishes it: its machine then leaves without an answer."""
+
+    async def submit(self, command: d.Submit) -> None:
+        self.requests.append(command)
+        await trio.sleep_forever()
+
+
+async def test_a_peer_that_left_after_taking_a_frame_shows_offline_within_seconds(tmp_path: Path) -> None:
+    """Issue 16, item 10: a question to a machine that just stopped showed no delivery state for 20-30 s: the
+    item ahead of it in the outbox had reached the machine, which left without answering, and waited out the
+    whole request timeout. Now an attempt is short and its retry hears the relay's `offline`: the notice
+    behind it shows `queued/offline` within seconds."""
+    async with two_machines(tmp_path) as world:
+        b_id = world.node_b.machine_id
+        await introduce(world)
+        world.node_b.local_delivery = SilentDesk(world.node_b.route_report)
+        to_b = PeerDelivery(world.node_a, b_id)
+        await to_b.submit(submit(f"{TEAM_ID}/q1/question", b_id))
+        await eventually(lambda: len(world.node_b.local_delivery.requests) == 1)  # type: ignore[union-attr]
+        world.node_b.stop()  # it took q1 and leaves without an answer
+        await eventually(lambda: world.relay.connected() == [world.node_a.identity.address])
+        await to_b.submit(submit(f"{TEAM_ID}/q2/question", b_id))
+        q2 = f"{TEAM_ID}/q2/question"
+        await eventually(lambda: DeliveryReport(TEAM_ID, q2, "queued", "offline") in world.owner.reports, 12)
+        # q1 may have reached B: it is never said to be merely waiting, and stays first in line.
+        assert not [r for r in world.owner.reports if r.notice_id.endswith("/q1/question")]
