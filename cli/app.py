@@ -359,7 +359,7 @@ def watch(
     try:
         with contextlib.ExitStack() as stack:
             if opts.machine:
-                from harness.io.remote import remote_snapshots
+                from harness.io.remote_client import remote_snapshots
 
                 snapshots = remote_snapshots(home_dir, opts.machine, opts.team, timeout=seconds)
             else:

@@ -130,7 +130,7 @@ def _request(
     require_text(opts, given)
     if opts.machine:
         # Imported here: the relay stack (trio, nacl) would slow every local call of an agent's turn.
-        from harness.io.remote import call_remote
+        from harness.io.remote_client import call_remote
 
         return call_remote(
             home,

@@ -148,7 +148,7 @@ class Subscriber:
         return RETRY_SECONDS
 
     def _poll_remote(self, machine: str) -> float:
-        from harness.io.remote import WATCH_POLL, remote_snapshots
+        from harness.io.remote_client import WATCH_POLL, remote_snapshots
 
         self._post(Link("connecting", f"asking machine {machine} through this daemon's relay"))
         live = f"live from machine {machine} through the relay (a look every {WATCH_POLL:g} s)"
@@ -387,7 +387,7 @@ class WatchApp(App[None]):
         try:
             observations: dict[str, str] = {}
             if self.machine is not None:
-                from harness.io.remote import call_remote
+                from harness.io.remote_client import call_remote
 
                 team = call_remote(self.home, self.machine, "get", team_id=self.team_id)
             else:

@@ -27,6 +27,7 @@ MACHINE_FILE = "machine-id"
 LOG_FILE = "daemon.log"
 SOCKET_FILE = "daemon.sock"
 KEYS_DIR = "keys"
+REMOTE_DIR = "remote"  # what this machine keeps of its pairings (io/pairing.py) and its remote gateway
 KEY_SUFFIX = ".key"
 
 

@@ -48,7 +48,7 @@ from harness.io.relay import Frame, RelayError, connect_relay
 from harness.io.seal import Identity, b64, fingerprint, load_identity, unb64
 from harness.io.throttled_log import ThrottledLog
 
-REMOTE_DIR: Final = "remote"
+REMOTE_DIR: Final = homes.REMOTE_DIR
 PEERS_FILE: Final = "peers.json"
 CODES_FILE: Final = "pairing.json"
 CONFIG_FILE: Final = "relay.json"

@@ -38,10 +38,9 @@ import random
 import re
 import secrets
 import sys
-import threading
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, Final, Protocol
@@ -61,7 +60,6 @@ from harness.core.remote_grant import Grants, admit, rendered_here, request_team
 from harness.core.system import NoticeContent
 from harness.io import home as homes
 from harness.io import pairing
-from harness.io.client import Client, Unreachable
 from harness.io.listeners import Listener, ListenerLimits, Slot, close_websocket, local_listener
 from harness.io.local_socket import same_user
 from harness.io.relay import (
@@ -74,6 +72,11 @@ from harness.io.relay import (
     connect_relay,
 )
 from harness.io.relay import Notice as RelayNotice
+from harness.io.remote_client import (
+    DEFAULT_REQUEST_TIMEOUT,
+    GATEWAY_FILE,
+    REMOTE_WAIT_MARGIN,
+)
 from harness.io.rpc import BAD_REQUEST, HARD_FRAME_BYTES, UNAUTHORIZED, FrameError, error_frame, parse_frame
 from harness.io.seal import (
     DEFAULT_BLOCK,
@@ -96,7 +99,6 @@ from harness.io.team_delivery import request as delivery_request
 UNPAIRED: Final = "unpaired"
 UNCERTAIN: Final = "uncertain"
 UNPAIRED_BLOB: Final = b"\x02"
-GATEWAY_FILE: Final = "gateway.json"
 GATEWAY_SOCKET: Final = "gateway.sock"
 ROUTES_FILE: Final = "routes.json"
 # Answered request ids remembered per peer, so a retry is answered, not redone. At least the seal's replay
@@ -107,20 +109,16 @@ INBOUND_LIMIT: Final = 64  # requests from peers served at once; more are refuse
 OUTBOX_LIMIT: Final = 10_000  # items waiting for one peer
 RESTATE_CHUNK_CHARS: Final = 256 << 10  # desk commands per `restate` request, well inside a sealed frame
 PEERS_POLL: Final = 1.0  # seconds between looks at peers.json for machines paired since (by `pair accept`)
-DEFAULT_REQUEST_TIMEOUT: Final = 30.0
 # One attempt of an outbox item: short, because a retry is harmless (same request id) and only a retry can
 # learn that the peer left after taking the frame (the relay then answers `offline`), so the items behind it
 # show `queued/offline` within seconds instead of after DEFAULT_REQUEST_TIMEOUT.
 OUTBOX_ATTEMPT_TIMEOUT: Final = 3.0
-REMOTE_WAIT_MARGIN: Final = 15.0  # beyond a `wait` request's own seconds
 OBSERVATION_ACTIONS: Final = frozenset({"get", "members", "list"})  # owner reads a paired machine may make
 # Answers that say "not now" rather than "no": an outbox item keeps its place and is tried again.
 PASSING_REFUSALS: Final = frozenset({"busy", OFFLINE, UNCERTAIN})
 # The largest response body sent back: a sealed frame above the relay's blob bound would be refused there.
 RESPONSE_BYTES: Final = RelayLimits().blob_bytes - OVERHEAD
 REASON: Final = re.compile(r"[a-z_]{1,40}")  # a delivery reason as desks and outboxes give them
-WATCH_POLL: Final = 1.0  # seconds between `get`s of a remote watch (subscribe does not cross the relay)
-WATCH_GET_TIMEOUT: Final = 10.0  # one look of a remote watch; a person closing the view waits at most this
 
 @attrs.frozen
 class TeamAnswer:
@@ -994,76 +992,6 @@ async def attach_remote(
     node.local_delivery = host.desk
     node.report_local = host.report
     await node.run(host.answer_frame, task_status=task_status)
-
-
-def gateway_socket(home: Path) -> Path:
-    """The socket of the running daemon's remote gateway; Unreachable when none runs."""
-    try:
-        info = json.loads((home / pairing.REMOTE_DIR / GATEWAY_FILE).read_text())
-    except (OSError, ValueError):
-        info = None
-    if (
-        not isinstance(info, dict)
-        or not isinstance(info.get("socket"), str)
-        or not isinstance(info.get("pid"), int)
-    ):
-        raise Unreachable(f"no remote gateway runs for {home}; start the daemon with the relay attached")
-    if not homes.pid_alive(info["pid"]):
-        raise Unreachable(f"the remote gateway recorded in {home} (pid {info['pid']}) is not running")
-    return Path(info["socket"])
-
-
-def call_remote(
-    home: Path,
-    machine: str,
-    action: str,
-    *,
-    team_id: str | None = None,
-    member_key: str | None = None,
-    fields: dict[str, Any] | None = None,
-    operation_id: str | None = None,
-    timeout: float = DEFAULT_REQUEST_TIMEOUT + REMOTE_WAIT_MARGIN,
-) -> Any:
-    """`team` RPC to a team owned by paired machine `machine`, through this machine's gateway. Blocking;
-    raises the client's errors (RemoteError with `offline`/`unpaired`, Uncertain, Unreachable)."""
-    token = homes.read_owner_token(home)
-    with Client(gateway_socket(home)) as client:
-        return client.request(
-            action,
-            team_id=team_id,
-            member_key=member_key,
-            owner_token=token,
-            fields={**(fields or {}), "machineId": machine},
-            operation_id=operation_id,
-            timeout=timeout,
-        )
-
-
-def remote_snapshots(
-    home: Path,
-    machine: str,
-    team_id: str,
-    *,
-    timeout: float | None = None,
-    stop: threading.Event | None = None,
-    poll: float = WATCH_POLL,
-) -> Iterator[Any]:
-    """The snapshots of a team owned by paired machine `machine` as they change (by revision), the current
-    one first: `watch --machine`. Ends after `timeout` seconds without a change or once `stop` is set;
-    raises the client's errors."""
-    stop = stop or threading.Event()
-    revision: object = None
-    changed = time.monotonic()
-    while not stop.is_set():
-        team = call_remote(home, machine, "get", team_id=team_id, timeout=WATCH_GET_TIMEOUT)
-        now = time.monotonic()
-        if not isinstance(team, dict) or team.get("revision") != revision:
-            revision = team.get("revision") if isinstance(team, dict) else None
-            changed = now
-            yield team
-        elif timeout is not None and now - changed >= timeout:
-            return
-        stop.wait(poll if timeout is None else max(0.0, min(poll, changed + timeout - now)))
 
 
 def _here_prefix(home: Path, owner: str, key_file: Path, team_id: str, member_key: str) -> str:

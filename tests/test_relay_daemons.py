@@ -25,7 +25,8 @@ from harness.io import pairing
 from harness.io.client import Client
 from harness.io.daemon import Daemon
 from harness.io.relay import Relay
-from harness.io.remote import RemoteNode, call_remote
+from harness.io.remote import RemoteNode
+from harness.io.remote_client import call_remote
 from harness.io.team_delivery import DeliveryReport
 
 TEAM_ID = "team0000000000000000000000000042"

@@ -28,8 +28,8 @@ from harness.io.remote import (
     RemoteNode,
     RemoteRefused,
     TeamAnswer,
-    call_remote,
 )
+from harness.io.remote_client import call_remote
 from harness.io.rpc import result_frame
 from harness.io.team_delivery import DeliveryReport, Reporter
 from tests.test_relay_daemons import eventually

@@ -23,7 +23,8 @@ from harness.core.records import NoticeKind
 from harness.core.terminal_text import is_terminal_safe
 from harness.io import pairing
 from harness.io.client import RemoteError
-from harness.io.remote import RemoteNode, RemoteRefused, call_remote
+from harness.io.remote import RemoteNode, RemoteRefused
+from harness.io.remote_client import call_remote
 from tests.test_relay_processes import (
     HARNESS,
     TEAM_ID,

@@ -36,7 +36,7 @@ from harness.core import bounded_json, remote_grant
 from harness.core import delivery as d
 from harness.core.codec import desk_command_to_json
 from harness.core.errors import ErrorCode
-from harness.io import pairing, relay, remote, seal, throttled_log
+from harness.io import pairing, relay, remote, remote_client, seal, throttled_log
 from harness.io.team_delivery import DeliveryReport
 from tests.spec_tables import read_table
 
@@ -46,6 +46,7 @@ MODULES: dict[str, ModuleType] = {
     "seal": seal,
     "pairing": pairing,
     "remote": remote,
+    "remote_client": remote_client,
     "throttled_log": throttled_log,
 }
 
