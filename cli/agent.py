@@ -15,16 +15,14 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from harness.cli import output
-from harness.cli.commands import Options, call, fail, show, usage
+from harness.cli.commands import COMMON_HELP, Options, call, fail, show, usage
+from harness.cli.fast import agent_list, show_observation, with_observation
 from harness.io import home as homes
-
-if TYPE_CHECKING:
-    from harness.io.profiles import Observation
 
 app = typer.Typer(
     help="Agents of this machine: start, attach, list, show, classify a screen.", no_args_is_help=True
@@ -77,14 +75,6 @@ def _engine(opts: Options, engine: str) -> str:
 # --- classify -----------------------------------------------------------------------------------------------
 
 
-def _show_observation(observation: dict[str, Any]) -> None:
-    safe = "safe to write" if observation["safeToWrite"] else "not safe to write"
-    flags = [name for name in ("busy", "draft", "dialog") if observation[name]]
-    print(f"{observation['state']} ({safe}{'; ' + ', '.join(flags) if flags else ''})")
-    for line in observation["evidence"]:
-        print(f"  | {line}")
-
-
 @app.command()
 def classify(
     file: Annotated[Path, typer.Argument(metavar="FILE", help="A saved screen, plain or with colour codes.")],
@@ -101,7 +91,7 @@ def classify(
         raw = file.read_text(encoding="utf-8", errors="replace")
     except OSError as error:
         usage(opts, f"cannot read {file}: {error}")
-    show(opts, classify_screen(engine, raw).to_json(), _show_observation)
+    show(opts, classify_screen(engine, raw).to_json(), show_observation)
 
 
 # --- start and attach ---------------------------------------------------------------------------------------
@@ -261,56 +251,25 @@ def attach(
 # --- list and show ------------------------------------------------------------------------------------------
 
 
-def _observe(entry: dict[str, Any]) -> Observation:
-    """What the desk would see on the agent's pane now (inbox-only and plain-shell panes read offline)."""
-    import trio
-
-    from harness.io.tmux import AgentTerminal, ProcessRunner, look
-
-    pane = entry.get("tmux") or {}
-    socket = str(pane.get("socket"))
-    terminal = AgentTerminal(
-        str(entry.get("agentId")),
-        str(entry.get("engine")),
-        socket,
-        str(pane.get("target")),
-        inbox_only=entry.get("inboxOnly") is True,
-    )
-    return trio.run(lambda: look(ProcessRunner(socket), terminal)).observation
-
-
-def _with_observation(entry: dict[str, Any]) -> dict[str, Any]:
-    return {**entry, "observation": _observe(entry).to_json()}
-
-
-def _show_agents(result: dict[str, Any]) -> None:
-    for agent in result["agents"]:
-        observation = agent["observation"]
-        pane = agent.get("tmux") or {}
-        inbox = "  inbox-only" if agent.get("inboxOnly") is True else ""
-        print(
-            f"{agent.get('agentId')}  {agent.get('name')}  {agent.get('engine')}  "
-            f"{pane.get('target')}@{pane.get('socket')}  {observation['state']}{inbox}"
-        )
-    if not result["agents"]:
-        print("no agents registered on this machine")
-
-
-def _show_agent(agent: dict[str, Any]) -> None:
+def _show_agent(agent: dict[str, Any], look: output.Look) -> None:
     for key, value in agent.items():
         if key != "observation":
-            print(f"{key}: {value}")
-    print("screen: ", end="")
-    _show_observation(agent["observation"])
+            output.say(f"{key}: {value}", look)
+    output.say("screen:", look)
+    show_observation(agent["observation"], look)
 
 
 @app.command("list")
-def list_agents(json_out: JsonOpt = False, home: HomeOpt = None, daemon_socket: SocketOpt = None) -> None:
+def list_agents(
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    daemon_socket: SocketOpt = None,
+    wide: Annotated[bool, typer.Option("--wide", help=COMMON_HELP["--wide"])] = False,
+) -> None:
     """Every registered agent with what its pane shows now."""
     opts = _opts(json_out, home, daemon_socket)
-    result = call(opts, "agent_list", team=False)
-    agents = [_with_observation(agent) for agent in result.get("agents", [])]
-    show(opts, {**result, "agents": agents}, _show_agents)
+    opts.wide = wide
+    agent_list(opts)
 
 
 @app.command("show")
@@ -322,4 +281,4 @@ def show_agent(
 ) -> None:
     """One agent: its registration, its delivery desk, and what its pane shows now."""
     opts = _opts(json_out, home, daemon_socket)
-    show(opts, _with_observation(call(opts, "agent_show", {"agentId": agent}, team=False)), _show_agent)
+    show(opts, with_observation(call(opts, "agent_show", {"agentId": agent}, team=False)), _show_agent)

@@ -1,5 +1,6 @@
-# The Typer application: every command of the contract with its help text. The common `team` invocations
-# are parsed faster by `commands.parse_fast` (see there); both run the same functions of `commands`.
+# The Typer application: every command of the contract with its help text. The `team` commands are built
+# from `commands.SPECS`, which the fast path (cli/fast.py, commands.parse_fast) parses and renders help from;
+# both run the same functions of `commands`.
 import contextlib
 import inspect
 import os
@@ -7,15 +8,27 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from typer._click.exceptions import ClickException, NoArgsIsHelpError
 
-from harness.cli import agent, commands, output
-from harness.cli.commands import MEMBER_KEY_ENV, Options, fail, show, usage
+from harness.cli import agent, output
+from harness.cli.commands import (
+    COMMON_HELP,
+    COMMON_OPTIONS,
+    REQUIRED,
+    SPECS,
+    Options,
+    Spec,
+    fail,
+    require_text,
+    show,
+    usage,
+)
+from harness.cli.fast import ABOUT, TEAM_OTHERS, TOP, running
+from harness.cli.fast import daemon_status as daemon_status_fast
 from harness.cli.pair import pair_app
 from harness.cli.relay import relay_app
 from harness.io import home as homes
@@ -23,50 +36,122 @@ from harness.io.client import Client, RemoteError, Uncertain, Unreachable, locat
 
 app = typer.Typer(
     name="harness",
-    help="team.v1: coding agents in terminals joined into a team through a durable exchange ledger.",
+    help=ABOUT,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-team_app = typer.Typer(
-    help="Teams: roster, questions and answers (ask, reply, inbox, wait).", no_args_is_help=True
-)
-daemon_app = typer.Typer(help="The machine daemon that owns the team ledgers.", no_args_is_help=True)
+team_app = typer.Typer(help=TOP["team"], no_args_is_help=True)
+daemon_app = typer.Typer(help=TOP["daemon"], no_args_is_help=True)
 app.add_typer(team_app, name="team")
 app.add_typer(daemon_app, name="daemon")
-app.add_typer(pair_app, name="pair")
-app.add_typer(relay_app, name="relay")
-app.add_typer(agent.app, name="agent")
+app.add_typer(pair_app, name="pair", help=TOP["pair"])
+app.add_typer(relay_app, name="relay", help=TOP["relay"])
+app.add_typer(agent.app, name="agent", help=TOP["agent"])
 
 START_TIMEOUT = 15.0
 STOP_TIMEOUT = 30.0
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document (errors too).")]
-HomeOpt = Annotated[
-    str | None, typer.Option("--home", help="Data directory (default $HARNESS_HOME, else per user).")
-]
-SocketOpt = Annotated[
-    str | None, typer.Option("--socket", help="Another local daemon's socket (default: from daemon.json).")
-]
-KeyOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--key",
-        help=f"Private member key (acts as that member; `ps` shows it: use --key-file or ${MEMBER_KEY_ENV}).",
-    ),
-]
-KeyFileOpt = Annotated[
-    Path | None,
-    typer.Option("--key-file", help="File holding the private member key (the one the introduction names)."),
-]
-MachineOpt = Annotated[
-    str | None,
-    typer.Option("--machine", help="The paired machine that owns the team (through this daemon's relay)."),
-]
-TeamOpt = Annotated[str | None, typer.Option("--team", help="Team id.")]
-TextOpt = Annotated[str | None, typer.Argument(metavar="TEXT")]
-TextFileOpt = Annotated[Path | None, typer.Option("--text-file", help="Read TEXT from a file (- for stdin).")]
-QuestionArg = Annotated[str, typer.Argument(metavar="QUESTION_ID")]
+JsonOpt = Annotated[bool, typer.Option("--json", help=COMMON_HELP["--json"])]
+HomeOpt = Annotated[str | None, typer.Option("--home", help=COMMON_HELP["--home"])]
+SocketOpt = Annotated[str | None, typer.Option("--socket", help=COMMON_HELP["--socket"])]
+MachineOpt = Annotated[str | None, typer.Option("--machine", help=COMMON_HELP["--machine"])]
+TeamOpt = Annotated[str | None, typer.Option("--team", help=COMMON_HELP["--team"])]
+WideOpt = Annotated[bool, typer.Option("--wide", help=COMMON_HELP["--wide"])]
+
+# The Python type a value of each option kind of commands.COMMON_OPTIONS and commands.SPECS has.
+_KINDS: dict[str, Any] = {
+    "flag": bool,
+    "str": str | None,
+    "float": float | None,
+    "path": Path | None,
+    "list": list[str] | None,
+}
+
+
+def _option(dest: str, flag: str, kind: str, about: str, default: Any) -> inspect.Parameter:
+    required = default is inspect.Parameter.empty
+    annotation = Path if required and kind == "path" else _KINDS[kind]
+    typed = Annotated[annotation, typer.Option(flag, help=about)]  # type: ignore[valid-type]
+    return inspect.Parameter(dest, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=typed)
+
+
+_CONTEXT = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
+_COMMON = tuple(
+    _option(dest, flag, kind, COMMON_HELP[flag], False if kind == "flag" else None)
+    for flag, (dest, kind) in COMMON_OPTIONS.items()
+)
+
+
+def _own_parameters(name: str, spec: Spec) -> list[inspect.Parameter]:
+    """The Typer parameters of `harness team NAME`: its arguments and options as its spec gives them."""
+    parameters = []
+    for argument in (*spec.required, *spec.optional):
+        optional = argument in spec.optional
+        typed: Any = Annotated[
+            str | None if optional else str,
+            typer.Argument(metavar=argument.upper(), help=spec.about.get(argument)),
+        ]
+        parameters.append(
+            inspect.Parameter(
+                argument,
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                default=None if optional else inspect.Parameter.empty,
+                annotation=typed,
+            )
+        )
+    for flag, (dest, kind) in spec.options.items():
+        default: Any = spec.defaults.get(dest, False if kind == "flag" else None)
+        if dest in REQUIRED.get(name, ()):
+            default = inspect.Parameter.empty
+        parameters.append(_option(dest, flag, kind, spec.about.get(flag, ""), default))
+    return parameters
+
+
+def _register_team_command(name: str, spec: Spec) -> None:
+    """`harness team NAME` from its spec, with the options every team command takes (also before it)."""
+    common = {p.name for p in _COMMON}
+
+    def command(ctx: typer.Context, **given: Any) -> None:
+        taken = {dest: given.pop(dest) for dest in common}
+        opts = ctx.obj if isinstance(ctx.obj, Options) else Options()
+        opts.merge(
+            taken["json"],
+            taken["home"],
+            taken["socket"],
+            taken["key"],
+            machine=taken["machine"],
+            key_file=taken["key_file"],
+            team=taken["team"],
+            wide=taken["wide"],
+        )
+        SPECS[name].run(opts, given)
+
+    parameters = (_CONTEXT, *_own_parameters(name, spec), *_COMMON)
+    command.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": None}
+    command.__name__ = name
+    team_app.command(name, help=spec.help, short_help=spec.help.split("\n")[0])(command)
+
+
+def _team_options(ctx: typer.Context, **given: Any) -> None:
+    ctx.obj = Options().merge(
+        given["json"],
+        given["home"],
+        given["socket"],
+        given["key"],
+        machine=given["machine"],
+        key_file=given["key_file"],
+        team=given["team"],
+        wide=given["wide"],
+    )
+
+
+_team_options.__signature__ = inspect.Signature((_CONTEXT, *_COMMON))  # type: ignore[attr-defined]
+_team_options.__annotations__ = {p.name: p.annotation for p in (_CONTEXT, *_COMMON)} | {"return": None}
+team_app.callback()(_team_options)
+for _name, _spec in SPECS.items():
+    _register_team_command(_name, _spec)
 
 
 def _opts(
@@ -74,55 +159,13 @@ def _opts(
     json_out: bool,
     home: str | None,
     socket: str | None,
-    key: str | None,
     *,
     machine: str | None = None,
-    key_file: Path | None = None,
     team: str | None = None,
+    wide: bool = False,
 ) -> Options:
     base = ctx.obj if isinstance(ctx.obj, Options) else Options()
-    return base.merge(json_out, home, socket, key, machine=machine, key_file=key_file, team=team)
-
-
-_CONTEXT = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
-_COMMON = tuple(
-    inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
-    for name, annotation, default in (
-        ("team", TeamOpt, None),
-        ("json_out", JsonOpt, False),
-        ("home", HomeOpt, None),
-        ("socket", SocketOpt, None),
-        ("key", KeyOpt, None),
-        ("key_file", KeyFileOpt, None),
-        ("machine", MachineOpt, None),
-    )
-)
-
-
-def team_command(
-    name: str, cli_name: str | None = None
-) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """Register `harness team NAME` from a declaration: a function whose signature holds the command's own
-    arguments and options (their values go to `commands.SPECS[name]` by parameter name) and whose docstring
-    is its help. The options every team command takes (also before the subcommand) are added here, once."""
-
-    def register(declaration: Callable[..., None]) -> Callable[..., None]:
-        own = tuple(inspect.signature(declaration).parameters.values())
-
-        def command(ctx: typer.Context, **given: Any) -> None:
-            team, json_out, home, socket, key, key_file, machine = (given.pop(p.name) for p in _COMMON)
-            opts = _opts(ctx, json_out, home, socket, key, machine=machine, key_file=key_file, team=team)
-            commands.SPECS[name].run(opts, given)
-
-        parameters = (_CONTEXT, *own, *_COMMON)
-        command.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
-        command.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": None}
-        command.__name__ = declaration.__name__
-        command.__doc__ = declaration.__doc__
-        team_app.command(cli_name or name)(command)
-        return command
-
-    return register
+    return base.merge(json_out, home, socket, None, machine=machine, team=team, wide=wide)
 
 
 def _print_version(given: bool) -> None:
@@ -162,169 +205,7 @@ def run_typer(argv: list[str], json_out: bool) -> int:
 # --- harness team -------------------------------------------------------------------------------------------
 
 
-@team_app.callback()
-def team_options(
-    ctx: typer.Context,
-    *,
-    team: TeamOpt = None,
-    json_out: JsonOpt = False,
-    home: HomeOpt = None,
-    socket: SocketOpt = None,
-    key: KeyOpt = None,
-    key_file: KeyFileOpt = None,
-    machine: MachineOpt = None,
-) -> None:
-    ctx.obj = Options().merge(json_out, home, socket, key, machine=machine, key_file=key_file, team=team)
-
-
-@team_command("create")
-def create(
-    *,
-    file: Annotated[
-        Path, typer.Option("--file", help="team.json: {id?, name, members: [...]}; - for stdin.")
-    ],
-) -> None:
-    """Create a team (idempotent by its id; one is drawn when the file has none)."""
-
-
-@team_command("list")
-def list_teams() -> None:
-    """Every team this daemon owns."""
-
-
-@team_command("get")
-def get() -> None:
-    """The team's snapshot: roster and exchanges (never a member key)."""
-
-
-@team_command("members")
-def members() -> None:
-    """The roster with membership ids (use them for --from, --member, remove)."""
-
-
-@team_command("add")
-def add(
-    *,
-    file: Annotated[Path, typer.Option("--file", help="member.json: {id?, machineId, agentId, name, role}.")],
-) -> None:
-    """Add a member (idempotent by its id; one is drawn when the file has none)."""
-
-
-@team_command("remove")
-def remove(
-    membership_id: Annotated[str, typer.Argument(metavar="MEMBERSHIP_ID")],
-) -> None:
-    """Remove a member; its key stops working, its exchanges stay attributable."""
-
-
-@team_command("key")
-def member_key(
-    member: Annotated[str, typer.Argument(metavar="MEMBER", help="Membership id or name.")],
-) -> None:
-    """Owner only: a member's private key, its key file and the command prefix its introduction teaches."""
-
-
-@team_command("pause")
-def pause() -> None:
-    """Hold new questions and unsent notices."""
-
-
-@team_command("resume")
-def resume() -> None:
-    """Release held work."""
-
-
-@team_command("archive")
-def archive() -> None:
-    """Keep the record, cancel pending work."""
-
-
-@team_command("ask")
-def ask(
-    to: Annotated[str, typer.Argument(metavar="TO", help="Member name or membership id.")],
-    text: TextOpt = None,
-    *,
-    context: Annotated[str | None, typer.Option("--context", help="What the peer needs to know.")] = None,
-    ttl: Annotated[float | None, typer.Option("--ttl", help="Deadline in seconds (10 s to 24 h).")] = None,
-    parent: Annotated[str | None, typer.Option("--parent", help="Follow-up of this question id.")] = None,
-    no_notify: Annotated[
-        bool, typer.Option("--no-notify", help="No answer notice; read it with inbox.")
-    ] = False,
-    operation_id: Annotated[
-        str | None, typer.Option("--id", help="Operation id (reuse it to retry).")
-    ] = None,
-    text_file: TextFileOpt = None,
-    from_member: Annotated[
-        str | None, typer.Option("--from", help="Owner only: ask for this member.")
-    ] = None,
-) -> None:
-    """Ask a teammate; the operation id becomes the question id."""
-
-
-@team_command("reply")
-def reply(
-    question_id: QuestionArg,
-    text: TextOpt = None,
-    *,
-    evidence: Annotated[
-        list[str] | None, typer.Option("--evidence", help="Reference (path:line); repeat.")
-    ] = None,
-    text_file: TextFileOpt = None,
-    member: Annotated[
-        str | None, typer.Option("--member", help="Owner only: answer for this member.")
-    ] = None,
-) -> None:
-    """Answer a question addressed to you (the only way a question is answered)."""
-
-
-@team_command("inbox")
-def inbox() -> None:
-    """Questions waiting for you and recent answers to yours."""
-
-
-@team_command("status")
-def status(
-    question_id: Annotated[str | None, typer.Argument(metavar="[QUESTION_ID]")] = None,
-) -> None:
-    """One exchange, or every exchange you may see."""
-
-
-@team_command("wait")
-def wait(
-    question_id: QuestionArg,
-    *,
-    seconds: Annotated[
-        float, typer.Option("--seconds", help="Give up after this long (never cancels).")
-    ] = commands.DEFAULT_WAIT_SECONDS,
-) -> None:
-    """Block until the question is answered or ends, a question for you arrives, or time runs out."""
-
-
-@team_command("cancel")
-def cancel(
-    question_id: QuestionArg,
-) -> None:
-    """Cancel your open question (withdraws its unsent notice; never interrupts the peer)."""
-
-
-@team_command("delivery")
-def delivery(
-    question_id: QuestionArg,
-    *,
-    answer: Annotated[
-        bool, typer.Option("--answer", help="The answer's continuation notice, not the question's.")
-    ] = False,
-) -> None:
-    """Owner: ask the destination's desk what became of a notice (through the relay for a paired machine);
-    never sends anything again."""
-
-
-@team_command("capabilities")
-def capabilities() -> None:
-    """What the daemon speaks: {"protocol": "team.v1", ...}."""
-
-
-@team_app.command()
+@team_app.command(short_help=TEAM_OTHERS["watch"])
 def watch(
     ctx: typer.Context,
     *,
@@ -340,10 +221,10 @@ def watch(
     """Read-only live view: roster, exchanges, the selected one in full (j/k or Up/Down, r, q or Esc).
     With --json, one JSON line per change instead. With --machine, the team of a paired machine (read through
     the relay, a look a second)."""
-    opts = _opts(ctx, json_out, home, socket, None, machine=machine, team=team)
+    opts = _opts(ctx, json_out, home, socket, machine=machine, team=team)
     if not opts.team:
         usage(opts, "'watch' needs --team TEAM_ID")
-    commands.require_text(opts, {"--team": opts.team, "--machine": opts.machine})
+    require_text(opts, {"--team": opts.team, "--machine": opts.machine})
     home_dir = homes.resolve_home(opts.home)
     if not opts.json:
         if not (sys.stdout.isatty() and sys.stdin.isatty()):
@@ -377,7 +258,7 @@ def watch(
         fail(opts, output.PROTOCOL_ERROR, error.code, error.detail)
 
 
-@team_app.command()
+@team_app.command(short_help=TEAM_OTHERS["export"])
 def export(
     ctx: typer.Context,
     *,
@@ -390,7 +271,7 @@ def export(
     from harness.io.doctor import export_team
     from harness.io.journal import CorruptState
 
-    opts = _opts(ctx, json_out, home, None, None, team=team)
+    opts = _opts(ctx, json_out, home, None, team=team)
     if not opts.team:
         usage(opts, "'export' needs --team TEAM_ID")
     try:
@@ -447,26 +328,6 @@ def _home_failure(opts: Options, error: BaseException) -> None:
         fail(opts, output.PROTOCOL_ERROR, "bad_request", f"cannot run the daemon: {error}")
 
 
-def _running(opts: Options, home: Path) -> dict[str, Any]:
-    """What a daemon that answers on its socket says of itself (daemon_status), or exit 3."""
-    where: Path | None = None
-    try:
-        where, info = locate_socket(home, None)
-        assert info is not None
-        with Client(where) as client:
-            capabilities = client.check_compatible()
-            status = client.request("daemon_status", owner_token=homes.read_owner_token(home))
-    except Unreachable as error:
-        fail(opts, output.UNREACHABLE, "unreachable", error.detail)
-    except (Uncertain, RemoteError) as error:
-        detail = f"the daemon at {where} does not answer: {error.detail}"
-        fail(opts, output.UNREACHABLE, "unreachable", detail)
-    if capabilities.get("machineId") != info.get("machineId"):
-        detail = f"{where} is another daemon's socket; {home} has no daemon"
-        fail(opts, output.UNREACHABLE, "unreachable", detail)
-    return {**status, "home": str(home), "running": True}
-
-
 @daemon_app.command()
 def start(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
     """Start the daemon in the background and wait until it listens."""
@@ -516,7 +377,7 @@ def stop(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
     """Stop the background daemon cleanly (SIGTERM) and wait until it is gone."""
     opts = Options().merge(json_out, home, None, None)
     home_dir = homes.resolve_home(home)
-    info = _running(opts, home_dir)
+    info = running(opts, home_dir)
     pid = int(info["pid"])
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_TIMEOUT
@@ -531,14 +392,13 @@ def stop(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
 def daemon_status(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
     """Whether a daemon runs for the data directory: machineId, socket, pid, and its listeners' counters
     (connections refused as another user, frames refused, connections dropped, internal errors)."""
-    opts = Options().merge(json_out, home, None, None)
-    show(opts, _running(opts, homes.resolve_home(home)), output.show_mapping)
+    daemon_status_fast(Options().merge(json_out, home, None, None))
 
 
 # --- other commands -----------------------------------------------------------------------------------------
 
 
-@app.command()
+@app.command(short_help=TOP["web"])
 def web(
     team: Annotated[str, typer.Option("--team", help="Team id the page shows.")],
     home: HomeOpt = None,
@@ -578,7 +438,7 @@ def web(
         raise
 
 
-@app.command()
+@app.command(short_help=TOP["doctor"])
 def doctor(
     team: TeamOpt = None,
     home: HomeOpt = None,
@@ -638,7 +498,7 @@ def _relay_line(remote: dict[str, Any]) -> str:
     return line
 
 
-@app.command()
+@app.command(short_help=TOP["demo"])
 def demo() -> None:
     """Watch two scripted agents in a private tmux server: a team, an ask, a reply and the continuation."""
     from harness.cli.demo import run_demo
@@ -650,9 +510,7 @@ def _register_check() -> None:
     # Imported lazily: the model checker pulls in every scenario, which plain `team` calls never need.
     from harness.cli.check import check_command
 
-    app.command("check", help="Model-check the protocol over the real reducers (scenarios, mutants).")(
-        check_command
-    )
+    app.command("check", help=TOP["check"])(check_command)
 
 
 _register_check()

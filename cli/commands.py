@@ -48,6 +48,7 @@ class Options:
         self.key: str | None = None
         self.key_file: Path | None = None
         self.machine: str | None = None  # the paired machine that owns the team (else this one)
+        self.wide = False  # readable output with whole ids and cells, however long its lines
 
     def merge(
         self,
@@ -59,9 +60,11 @@ class Options:
         machine: str | None = None,
         key_file: Path | None = None,
         team: str | None = None,
+        wide: bool = False,
     ) -> Options:
         self.team = team or self.team
         self.json = self.json or json_out
+        self.wide = self.wide or wide
         self.home = home or self.home
         self.socket = socket or self.socket
         self.key = key or self.key
@@ -177,6 +180,8 @@ def call(
     rejection for the options this command took."""
     if team and not opts.team:
         usage(opts, f"'{action}' needs --team TEAM_ID")
+    if team:
+        _resolve_team(opts)
     try:
         return _request(opts, action, fields, team=team, operation_id=operation_id, timeout=timeout)
     except Unreachable as error:
@@ -192,11 +197,83 @@ def call(
         fail(opts, output.PROTOCOL_ERROR, "bad_request", f"cannot use the data directory {home}: {error}")
 
 
-def show(opts: Options, result: Any, render: Callable[[Any], None]) -> None:
+def show(
+    opts: Options, result: Any, render: Callable[[Any, output.Look], None], *, named: bool = False
+) -> None:
+    """Print `result` as JSON, or readably; `named` readable output shows member names for membership ids,
+    read with one more request (`members`), as exchanges carry only the ids."""
     if opts.json:
         output.emit_json(result)
     else:
-        render(result)
+        render(result, output.Look(opts.wide, _names(opts) if named else {}))
+
+
+def _names(opts: Options) -> dict[str, str]:
+    """Membership id -> name; empty when the roster cannot be read (the ids are shown instead)."""
+    try:
+        roster = _request(opts, "members", None, team=True, operation_id=None, timeout=REPLY_TIMEOUT)
+        return {str(m["id"]): str(m["name"]) for m in roster["members"]}
+    except (ClientError, OSError, LookupError, TypeError):
+        return {}
+
+
+# --- ids given by a prefix, like git's short hashes -------------------------------------------------------
+# Readable output shows ids cut to a unique prefix, and every id argument takes one back. The daemon knows
+# only whole ids, so a prefix is resolved here from one more read (`status` lists the exchanges the caller
+# may see, `members` the roster, `list` the teams), made only for what may be such a prefix (`_whole`).
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def _whole(given: str | None) -> bool:
+    """Whether `given` is sent as it is: anything but 4 to 31 hex digits, which may be the prefix of an id
+    the daemon drew (a name, or an id a caller chose, is taken only whole; so no agent's call that names a
+    teammate costs a second request)."""
+    return given is None or not 4 <= len(given) < 32 or not set(given) <= _HEX
+
+
+def _pick(opts: Options, given: str, ids: list[str], what: str) -> str:
+    """The one of `ids` that is or starts with `given`; `given` itself when none does (the daemon then says
+    what is wrong with it); usage error when several do."""
+    if given in ids:
+        return given
+    found = sorted(i for i in ids if i.startswith(given))
+    if len(found) > 1:
+        shown = ", ".join(found[:4]) + (", …" if len(found) > 4 else "")
+        usage(opts, f"{what} {given!r} starts {len(found)} ids ({shown}); give more of it")
+    return found[0] if found else given
+
+
+def _resolve_team(opts: Options) -> None:
+    """--team given by a prefix becomes the whole id, from the owner's `list` (a member may not list: its
+    --team is sent as it is, as is any --team when the list cannot be read)."""
+    if _whole(opts.team) or member_key(opts) is not None:
+        return
+    try:
+        teams = _request(opts, "list", None, team=False, operation_id=None, timeout=REPLY_TIMEOUT)["teams"]
+        ids = [str(t["id"]) for t in teams]
+    except (ClientError, OSError, LookupError, TypeError):
+        return
+    assert opts.team is not None
+    opts.team = _pick(opts, opts.team, ids, "team id")
+
+
+def resolve_question(opts: Options, given: str | None) -> str | None:
+    """The whole question id that `given` (an id or a prefix of one) names."""
+    if given is None or _whole(given):
+        return given
+    exchanges = call(opts, "status")["exchanges"]
+    return _pick(opts, given, [str(e["id"]) for e in exchanges], "question id")
+
+
+def resolve_member(opts: Options, given: str | None) -> str | None:
+    """A member's name as given, or the whole membership id that `given` (an id or a prefix) names."""
+    if given is None or _whole(given):
+        return given
+    members = call(opts, "members")["members"]
+    if any(given == m["name"] for m in members):
+        return given
+    return _pick(opts, given, [str(m["id"]) for m in members], "membership id")
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -256,6 +333,71 @@ def run_create(opts: Options, v: Values) -> None:
     retry = _in_file(data)
     result = call(opts, "create", data, team=False, operation_id=str(data["id"]), retry=retry)
     show(opts, result, output.show_team)
+    if not opts.json:
+        output.say(f"next: harness team --team {result['id']} members (or get, ask, inbox, watch)")
+
+
+def _pairs(opts: Options, option: str, given: list[str] | None) -> list[tuple[str, str | None]]:
+    """`NAME=VALUE` (or a bare `NAME`) words of a repeated option, in order."""
+    pairs: list[tuple[str, str | None]] = []
+    for word in given or []:
+        name, has_value, value = word.partition("=")
+        if not name.strip() or (has_value and not value.strip()):
+            usage(opts, f"{option} takes NAME=VALUE, not {word!r}")
+        pairs.append((name, value if has_value else None))
+    return pairs
+
+
+def _init_members(opts: Options, v: Values, machine_id: str) -> list[dict[str, str]]:
+    """The members `init` writes: each --member NAME=AGENT_ID (NAME alone: the registered agent of that
+    name), else every registered agent under its own name."""
+    agents = call(opts, "agent_list", team=False)["agents"]
+    by_name = {str(a.get("name")): str(a.get("agentId")) for a in agents}
+    given = _pairs(opts, "--member", v["member"])
+    if not given:
+        given = [(name, agent_id) for name, agent_id in by_name.items()]
+    if not given:
+        usage(
+            opts,
+            "no agent is registered on this machine: start one (`harness agent start --engine claude --name "
+            "alice`) or name each member with --member NAME=AGENT_ID",
+        )
+    roles = dict(_pairs(opts, "--role", v["role"]))
+    for name in roles.keys() - {name for name, _ in given}:
+        usage(opts, f"--role {name}=…: no member is named {name!r}")
+    members = []
+    for name, agent_id in given:
+        if agent_id is None and name not in by_name:
+            usage(opts, f"no registered agent is named {name!r}; give --member {name}=AGENT_ID")
+        agent = agent_id or by_name[name]
+        role = roles.get(name) or ""
+        members.append({"machineId": machine_id, "agentId": agent, "name": name, "role": role})
+    return members
+
+
+def run_init(opts: Options, v: Values) -> None:
+    if opts.machine:
+        usage(opts, "'init' writes a team of this machine's agents; run it on the machine that owns the team")
+    machine_id = str(call(opts, "capabilities", team=False)["machineId"])
+    team = {
+        "id": secrets.token_hex(16),
+        "name": v["name"] or Path.cwd().name or "team",
+        "members": _init_members(opts, v, machine_id),
+    }
+    text = json.dumps(team, indent=2, ensure_ascii=False) + "\n"
+    out: Path = v["out"]
+    if str(out) == "-":
+        sys.stdout.write(output.json_text(team) + "\n")
+        return
+    try:
+        with out.open("x", encoding="utf-8") as file:
+            file.write(text)
+    except FileExistsError:
+        usage(opts, f"{out} exists; remove it, or give another --out")
+    except OSError as error:
+        usage(opts, f"cannot write {out}: {error}")
+    next_step = f"harness team create --file {out}"
+    show(opts, {"file": str(out), "team": team, "next": next_step}, output.show_init)
 
 
 def run_list(opts: Options, v: Values) -> None:
@@ -277,11 +419,12 @@ def run_add(opts: Options, v: Values) -> None:
 
 
 def run_remove(opts: Options, v: Values) -> None:
-    show(opts, call(opts, "remove", {"memberId": v["membership_id"]}), output.show_member)
+    member = resolve_member(opts, v["membership_id"])
+    show(opts, call(opts, "remove", {"memberId": member}), output.show_member)
 
 
 def run_key(opts: Options, v: Values) -> None:
-    show(opts, call(opts, "key", {"memberId": v["member"]}), output.show_mapping)
+    show(opts, call(opts, "key", {"memberId": resolve_member(opts, v["member"])}), output.show_mapping)
 
 
 def run_pause(opts: Options, v: Values) -> None:
@@ -315,13 +458,13 @@ def run_ask(opts: Options, v: Values) -> None:
     question_id = v["operation_id"] or secrets.token_hex(16)
     fields = {
         "id": question_id,
-        "to": v["to"],
+        "to": resolve_member(opts, v["to"]),
         "text": body,
         "context": v["context"],
         "ttlMs": None if ttl is None else round(ttl * 1000),
-        "parentId": v["parent"],
+        "parentId": resolve_question(opts, v["parent"]),
         "notify": False if v["no_notify"] else None,
-        "from": v["from_member"],
+        "from": resolve_member(opts, v["from_member"]),
     }
     result = call(
         opts,
@@ -331,42 +474,45 @@ def run_ask(opts: Options, v: Values) -> None:
         retry=f"--id {question_id}",
         explain=lambda rejection: _ttl_detail(opts, ttl, rejection),
     )
-    show(opts, result, output.show_exchange)
+    show(opts, result, output.show_exchange, named=True)
 
 
 def run_reply(opts: Options, v: Values) -> None:
     body = read_text(opts, v["text"], v["text_file"], "answer")
     fields = {
-        "questionId": v["question_id"],
+        "questionId": resolve_question(opts, v["question_id"]),
         "text": body,
         "evidence": v["evidence"] or None,
-        "memberId": v["member"],
+        "memberId": resolve_member(opts, v["member"]),
     }
-    show(opts, call(opts, "reply", fields), output.show_exchange)
+    show(opts, call(opts, "reply", fields), output.show_exchange, named=True)
 
 
 def run_inbox(opts: Options, v: Values) -> None:
-    show(opts, call(opts, "inbox"), output.show_inbox)
+    show(opts, call(opts, "inbox"), output.show_inbox, named=True)
 
 
 def run_status(opts: Options, v: Values) -> None:
-    show(opts, call(opts, "status", {"questionId": v["question_id"]}), output.show_status)
+    fields = {"questionId": resolve_question(opts, v["question_id"])}
+    show(opts, call(opts, "status", fields), output.show_status, named=True)
 
 
 def run_wait(opts: Options, v: Values) -> None:
     seconds = finite_seconds(opts, "--seconds", float(v["seconds"]))
-    fields = {"questionId": v["question_id"], "seconds": seconds}
+    fields = {"questionId": resolve_question(opts, v["question_id"]), "seconds": seconds}
     timeout = min(max(seconds, 0.0), LONGEST_WAIT) + REPLY_TIMEOUT
-    show(opts, call(opts, "wait", fields, timeout=timeout), output.show_wait)
+    show(opts, call(opts, "wait", fields, timeout=timeout), output.show_wait, named=True)
 
 
 def run_delivery(opts: Options, v: Values) -> None:
-    fields = {"questionId": v["question_id"], "notice": "answer" if v["answer"] else "question"}
+    notice = "answer" if v["answer"] else "question"
+    fields = {"questionId": resolve_question(opts, v["question_id"]), "notice": notice}
     show(opts, call(opts, "delivery_check", fields), output.show_mapping)
 
 
 def run_cancel(opts: Options, v: Values) -> None:
-    show(opts, call(opts, "cancel", {"questionId": v["question_id"]}), output.show_exchange)
+    fields = {"questionId": resolve_question(opts, v["question_id"])}
+    show(opts, call(opts, "cancel", fields), output.show_exchange, named=True)
 
 
 def run_capabilities(opts: Options, v: Values) -> None:
@@ -380,36 +526,98 @@ def run_capabilities(opts: Options, v: Values) -> None:
 COMMON_OPTIONS: dict[str, tuple[str, str]] = {
     "--team": ("team", "str"),
     "--json": ("json", "flag"),
+    "--wide": ("wide", "flag"),
     "--home": ("home", "str"),
     "--socket": ("socket", "str"),
     "--key": ("key", "str"),
     "--key-file": ("key_file", "path"),
     "--machine": ("machine", "str"),
 }
+COMMON_HELP: dict[str, str] = {
+    "--team": "Team id (or a unique prefix of it).",
+    "--json": "Print one JSON document (errors too).",
+    "--wide": "Readable output with whole ids and cells, however wide (default: fit the terminal).",
+    "--home": "Data directory (default $HARNESS_HOME, else per user).",
+    "--socket": "Another local daemon's socket (default: from daemon.json).",
+    "--key": f"Private member key (acts as that member; `ps` shows it: use --key-file or ${MEMBER_KEY_ENV}).",
+    "--key-file": "File holding the private member key (the one the introduction names).",
+    "--machine": "The paired machine that owns the team (through this daemon's relay).",
+}
+
+# What `create`, `add` and `init` say of a member: the shape is otherwise only in the protocol's spec.
+AGENT_ID_HELP = (
+    "A member is {machineId, agentId, name, role?}: agentId names an agent on the machine machineId "
+    "(`harness agent list` shows this machine's). It need not run yet: the member's notices wait "
+    "`offline` until an agent with that id starts (`harness agent start --id AGENT_ID ...`)."
+)
+PREFIX_HELP = "Ids may be given by a unique prefix, as readable output shows them."
 
 
 @dataclass(frozen=True)
 class Spec:
     run: Callable[[Options, Values], None]
+    help: str  # the first line is the command's summary
     required: tuple[str, ...] = ()  # positional arguments
     optional: tuple[str, ...] = ()  # positional arguments after the required ones
     options: dict[str, tuple[str, str]] = field(default_factory=dict)
     defaults: dict[str, Any] = field(default_factory=dict)
+    about: dict[str, str] = field(default_factory=dict)  # help of each argument (by name) and option
 
 
 SPECS: dict[str, Spec] = {
-    "create": Spec(run_create, options={"--file": ("file", "path")}),
-    "list": Spec(run_list),
-    "get": Spec(run_get),
-    "members": Spec(run_members),
-    "add": Spec(run_add, options={"--file": ("file", "path")}),
-    "remove": Spec(run_remove, ("membership_id",)),
-    "key": Spec(run_key, ("member",)),
-    "pause": Spec(run_pause),
-    "resume": Spec(run_resume),
-    "archive": Spec(run_archive),
+    "init": Spec(
+        run_init,
+        "Write team.json for a first team of this machine's agents; then `harness team create --file "
+        "team.json`.\n\nWithout --member, every agent registered on this machine joins under its name. "
+        + AGENT_ID_HELP,
+        options={
+            "--name": ("name", "str"),
+            "--member": ("member", "list"),
+            "--role": ("role", "list"),
+            "--out": ("out", "path"),
+        },
+        defaults={"out": Path("team.json")},
+        about={
+            "--name": "Team name (default: this directory's name).",
+            "--member": "NAME=AGENT_ID, or NAME of a registered agent; repeat.",
+            "--role": "NAME=ROLE, what the member does for the team; repeat.",
+            "--out": "File to write (never overwritten; - for stdout).",
+        },
+    ),
+    "create": Spec(
+        run_create,
+        "Create a team from a file (idempotent by its id; one is drawn when the file has none).\n\n"
+        "`harness team init` writes such a file. " + AGENT_ID_HELP,
+        options={"--file": ("file", "path")},
+        about={"--file": 'team.json: {"id"?, "name", "members": [MEMBER, ...]}; - for stdin.'},
+    ),
+    "list": Spec(run_list, "Every team this daemon owns."),
+    "get": Spec(run_get, "The team's snapshot: roster and exchanges (never a member key)."),
+    "members": Spec(run_members, "The roster with membership ids (use them for --from, --member, remove)."),
+    "add": Spec(
+        run_add,
+        "Add a member (idempotent by its id; one is drawn when the file has none).\n\n" + AGENT_ID_HELP,
+        options={"--file": ("file", "path")},
+        about={"--file": 'member.json: {"id"?, "machineId", "agentId", "name", "role"?}; - for stdin.'},
+    ),
+    "remove": Spec(
+        run_remove,
+        "Remove a member; its key stops working, its exchanges stay attributable.",
+        ("membership_id",),
+        about={"membership_id": "Membership id (or a unique prefix)."},
+    ),
+    "key": Spec(
+        run_key,
+        "Owner only: a member's private key, its key file and the command prefix its introduction teaches.",
+        ("member",),
+        about={"member": "Membership id (or a unique prefix) or name."},
+    ),
+    "pause": Spec(run_pause, "Hold new questions and unsent notices."),
+    "resume": Spec(run_resume, "Release held work."),
+    "archive": Spec(run_archive, "Keep the record, cancel pending work."),
     "ask": Spec(
         run_ask,
+        "Ask a teammate; the operation id becomes the question id.",
         ("to",),
         ("text",),
         {
@@ -421,9 +629,21 @@ SPECS: dict[str, Spec] = {
             "--text-file": ("text_file", "path"),
             "--from": ("from_member", "str"),
         },
+        about={
+            "to": "Member name or membership id.",
+            "text": "The question.",
+            "--context": "What the peer needs to know.",
+            "--ttl": "Deadline in seconds (10 s to 24 h).",
+            "--parent": "Follow-up of this question id.",
+            "--no-notify": "No answer notice; read it with inbox.",
+            "--id": "Operation id (reuse it to retry).",
+            "--text-file": "Read TEXT from a file (- for stdin).",
+            "--from": "Owner only: ask for this member.",
+        },
     ),
     "reply": Spec(
         run_reply,
+        "Answer a question addressed to you (the only way a question is answered).",
         ("question_id",),
         ("text",),
         {
@@ -431,18 +651,42 @@ SPECS: dict[str, Spec] = {
             "--text-file": ("text_file", "path"),
             "--member": ("member", "str"),
         },
+        about={
+            "text": "The answer.",
+            "--evidence": "Reference (path:line); repeat.",
+            "--text-file": "Read TEXT from a file (- for stdin).",
+            "--member": "Owner only: answer for this member.",
+        },
     ),
-    "inbox": Spec(run_inbox),
-    "status": Spec(run_status, (), ("question_id",)),
+    "inbox": Spec(run_inbox, "Questions waiting for you and recent answers to yours."),
+    "status": Spec(run_status, "One exchange, or every exchange you may see.", (), ("question_id",)),
     "wait": Spec(
-        run_wait, ("question_id",), (), {"--seconds": ("seconds", "float")}, {"seconds": DEFAULT_WAIT_SECONDS}
+        run_wait,
+        "Block until the question is answered or ends, a question for you arrives, or time runs out.",
+        ("question_id",),
+        (),
+        {"--seconds": ("seconds", "float")},
+        {"seconds": DEFAULT_WAIT_SECONDS},
+        {"--seconds": "Give up after this long (never cancels)."},
     ),
-    "cancel": Spec(run_cancel, ("question_id",)),
-    "delivery": Spec(run_delivery, ("question_id",), (), {"--answer": ("answer", "flag")}),
-    "capabilities": Spec(run_capabilities),
+    "cancel": Spec(
+        run_cancel,
+        "Cancel your open question (withdraws its unsent notice; never interrupts the peer).",
+        ("question_id",),
+    ),
+    "delivery": Spec(
+        run_delivery,
+        "Owner: ask the destination's desk what became of a notice (through the relay for a paired machine); "
+        "never sends anything again.",
+        ("question_id",),
+        (),
+        {"--answer": ("answer", "flag")},
+        about={"--answer": "The answer's continuation notice, not the question's."},
+    ),
+    "capabilities": Spec(run_capabilities, 'What the daemon speaks: {"protocol": "team.v1", ...}.'),
 }
 
-_REQUIRED = {"create": ("file",), "add": ("file",)}  # options without a default
+REQUIRED = {"create": ("file",), "add": ("file",)}  # options without a default
 
 
 def _convert(kind: str, raw: str) -> Any:
@@ -453,19 +697,19 @@ def _convert(kind: str, raw: str) -> Any:
     return raw
 
 
-class _NotFast(Exception):
+class NotFast(Exception):
     pass
 
 
-def _take_option(argv: list[str], index: int, table: dict[str, tuple[str, str]], into: Values) -> int:
+def take_option(argv: list[str], index: int, table: dict[str, tuple[str, str]], into: Values) -> int:
     token = argv[index]
     name, has_value, inline = token.partition("=")
     if name not in table:
-        raise _NotFast
+        raise NotFast
     dest, kind = table[name]
     if kind == "flag":
         if has_value:
-            raise _NotFast
+            raise NotFast
         into[dest] = True
         return index + 1
     if has_value:
@@ -473,11 +717,11 @@ def _take_option(argv: list[str], index: int, table: dict[str, tuple[str, str]],
     elif index + 1 < len(argv):
         raw, index = argv[index + 1], index + 2
     else:
-        raise _NotFast
+        raise NotFast
     try:
         value = _convert(kind, raw)
     except ValueError:
-        raise _NotFast from None
+        raise NotFast from None
     if kind == "list":
         into[dest] = [*(into.get(dest) or []), value]
     else:
@@ -493,7 +737,7 @@ def parse_fast(argv: list[str]) -> tuple[Spec, Options, Values] | None:
         group: Values = {}
         index = 1
         while index < len(argv) and argv[index].startswith("-"):
-            index = _take_option(argv, index, COMMON_OPTIONS, group)
+            index = take_option(argv, index, COMMON_OPTIONS, group)
         if index >= len(argv) or argv[index] not in SPECS:
             return None
         command = argv[index]
@@ -508,18 +752,18 @@ def parse_fast(argv: list[str]) -> tuple[Spec, Options, Values] | None:
         while index < len(argv):
             token = argv[index]
             if token.startswith("-") and token != "-":
-                index = _take_option(
+                index = take_option(
                     argv, index, table, values if token.partition("=")[0] in spec.options else common
                 )
             else:
                 positionals.append(token)
                 index += 1
-    except _NotFast:
+    except NotFast:
         return None
     names = spec.required + spec.optional
     if not len(spec.required) <= len(positionals) <= len(names):
         return None
-    if any(values.get(dest) is None for dest in _REQUIRED.get(command, ())):
+    if any(values.get(dest) is None for dest in REQUIRED.get(command, ())):
         return None
     values.update(dict(zip(names, positionals, strict=False)))
     values.update({name: None for name in names[len(positionals) :]})
@@ -533,15 +777,6 @@ def parse_fast(argv: list[str]) -> tuple[Spec, Options, Values] | None:
             machine=given.get("machine"),
             key_file=given.get("key_file"),
             team=given.get("team"),
+            wide=bool(given.get("wide")),
         )
     return spec, opts, values
-
-
-def run_fast(argv: list[str]) -> bool:
-    """Run `argv` without Typer when it is a plain team command; False when Typer must handle it."""
-    parsed = parse_fast(argv)
-    if parsed is None:
-        return False
-    spec, opts, values = parsed
-    spec.run(opts, values)
-    return True

@@ -1,5 +1,6 @@
-# The `harness` console script. A plain `team` call (what agents run inside their turns) is parsed and run
-# without loading Typer; everything else, help and usage errors included, goes to the Typer application.
+# The `harness` console script. The common calls (`team`, what agents run inside their turns, the top help,
+# `daemon status`, `agent list`) are parsed and run without loading Typer (cli/fast.py); everything else,
+# usage errors included, goes to the Typer application.
 # Whatever happens, the user gets the contract's exit status and at most one error line (one JSON document
 # with --json) with a stable code, never a traceback.
 import sys
@@ -13,8 +14,14 @@ def run(argv: list[str]) -> int:
     from harness.cli import output
 
     json_out = "--json" in (argv[: argv.index("--")] if "--" in argv else argv)
+    if argv[:1] == ["--version"]:
+        from importlib.metadata import version
+
+        number = version("harness")
+        print(output.json_text({"version": number}) if json_out else f"harness {number}")
+        return output.OK
     try:
-        from harness.cli.commands import run_fast
+        from harness.cli.fast import run_fast
 
         if run_fast(argv):
             return output.OK

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from harness.core.terminal_text import is_terminal_safe, terminal_safe
 
 if TYPE_CHECKING:
     from rich.console import Console
-    from rich.table import Table
     from rich.text import Text
 
 # Exit statuses of the contract.
@@ -27,6 +28,9 @@ PROTOCOL_ERROR = 1
 USAGE = 2
 UNREACHABLE = 3
 UNCERTAIN = 4
+
+SHORT_ID = 8  # characters of an id shown (more when another id shares them), like git's short hashes
+WIDE_COLUMNS = 10_000  # --wide: as wide as the longest line
 
 
 def _json_escape(char: str) -> str:
@@ -84,26 +88,80 @@ def one_line(value: object, width: int | None = None) -> str:
     return flat if width is None or len(flat) <= width else flat[: width - 1] + "…"
 
 
-def say(text: str, *, block: bool = False, style: str = "") -> None:
+def say(text: str, look: Look | None = None, *, block: bool = False, style: str = "") -> None:
     """Print one line (or a `block`) of text that may hold words from elsewhere."""
-    _console().print(shown(text, block=block, style=style))
+    _console(look).print(shown(text, block=block, style=style))
 
 
-def _console() -> Console:
+@dataclass(frozen=True)
+class Look:
+    """How readable output is laid out: `wide` shows whole ids and cells however long the lines get; else
+    ids are cut to a unique prefix (`harness team` takes prefixes back) and tables fit the terminal (80
+    columns when it is not one). `names` maps membership ids to member names."""
+
+    wide: bool = False
+    names: Mapping[str, str] = field(default_factory=dict)
+
+    def who(self, member_id: object) -> str:
+        return self.names.get(str(member_id), str(member_id))
+
+
+def short_ids(ids: Iterable[str], wide: bool = False) -> dict[str, str]:
+    """Each id's shortest prefix of at least SHORT_ID characters that no other of `ids` starts with (the
+    whole id with `wide`, or when it is a prefix of another)."""
+    ordered = sorted(set(ids))
+    if wide:
+        return {i: i for i in ordered}
+    shortest: dict[str, str] = {}
+    for index, this in enumerate(ordered):
+        need = SHORT_ID
+        for other in ordered[max(index - 1, 0) : index + 2]:
+            if other != this:
+                need = max(need, _common_prefix(this, other) + 1)
+        shortest[this] = this[:need]
+    return shortest
+
+
+def _common_prefix(a: str, b: str) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+def _console(look: Look | None = None) -> Console:
     from rich.console import Console
 
+    if look is not None and look.wide:
+        return Console(highlight=False, soft_wrap=True, width=WIDE_COLUMNS)
     return Console(highlight=False, soft_wrap=True)
 
 
-def _table(title: str, columns: list[str], rows: list[list[str]]) -> Table:
+def _fit(natural: list[int], room: int) -> list[int]:
+    """Column widths that add up to at most `room`: a narrow column keeps its natural width, the wide ones
+    share what the narrow leave."""
+    widths = list(natural)
+    order = sorted(range(len(natural)), key=natural.__getitem__)
+    for done, index in enumerate(order):
+        widths[index] = max(min(natural[index], room // (len(order) - done)), 1)
+        room -= widths[index]
+    return widths
+
+
+def print_table(title: str, columns: list[str], rows: list[list[str]], look: Look, ids: int = 1) -> None:
+    """A table whose first `ids` columns (ids, names, states) are never cut nor broken over lines (a broken
+    id cannot be copied); the other cells are cut to one line of what the terminal's width leaves them."""
     from rich.table import Table
 
-    table = Table(title=title, title_justify="left", show_edge=False)
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(*(shown(one_line(cell)) for cell in row))
-    return table
+    console = _console(look)
+    cells = [[one_line(cell) for cell in row] for row in rows]
+    natural = [max([len(column)] + [len(row[i]) for row in cells]) for i, column in enumerate(columns)]
+    # each border between columns takes 3 characters: a space, the rule, a space
+    room = console.width - 3 * (len(columns) - 1) - sum(natural[:ids])
+    widths = natural[:ids] + (natural[ids:] if look.wide else _fit(natural[ids:], room))
+    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    for column, width in zip(columns, widths, strict=True):
+        table.add_column(column, no_wrap=True, overflow="ellipsis", width=width)
+    for row in cells:
+        table.add_row(*(shown(cell) for cell in row))
+    console.print(table)
 
 
 def clock(ms: object) -> str:
@@ -121,22 +179,20 @@ def delivery_text(view: object) -> str:
     return f"{view.get('state')} ({reason})" if reason else str(view.get("state"))
 
 
-def _exchange_rows(exchanges: list[dict[str, Any]]) -> list[list[str]]:
+def _exchange_rows(exchanges: list[dict[str, Any]], look: Look) -> list[list[str]]:
+    ids = short_ids((e["id"] for e in exchanges), look.wide)
     rows = []
     for e in exchanges:
         answer = e.get("answer")
-        answer_text = (
-            "-"
-            if not answer
-            else one_line(answer.get("text") or "", 40) + (" (late)" if answer.get("late") else "")
-        )
+        late = " (late)" if answer and answer.get("late") else ""
+        answer_text = "-" if not answer else (answer.get("text") or "") + late
         rows.append(
             [
-                e["id"],
-                e["from"],
-                e["to"],
+                ids[e["id"]],
+                look.who(e["from"]),
+                look.who(e["to"]),
                 e["state"],
-                one_line(e["text"] or "", 50),
+                e["text"] or "",
                 answer_text,
                 delivery_text(e.get("delivery")),
             ]
@@ -147,87 +203,106 @@ def _exchange_rows(exchanges: list[dict[str, Any]]) -> list[list[str]]:
 _EXCHANGE_COLUMNS = ["question", "from", "to", "state", "text", "answer", "delivery"]
 
 
-def show_exchange(e: dict[str, Any]) -> None:
-    say(f"Question {e['id']}  {e['from']} -> {e['to']}  ({e['state']})", style="bold")
-    say(f"  asked {clock(e.get('createdAt'))}, deadline {clock(e.get('deadlineAt'))}")
-    say(f"  delivery: {delivery_text(e.get('delivery'))}")
-    say("  text: " + str(e["text"]), block=True)
+def _exchanges(title: str, exchanges: list[dict[str, Any]], look: Look) -> None:
+    print_table(title, _EXCHANGE_COLUMNS, _exchange_rows(exchanges, look), look, ids=4)
+
+
+def show_exchange(e: dict[str, Any], look: Look) -> None:
+    say(f"Question {e['id']}", look, style="bold")
+    say(f"  {look.who(e['from'])} -> {look.who(e['to'])}  ({e['state']})", look)
+    say(f"  asked {clock(e.get('createdAt'))}, deadline {clock(e.get('deadlineAt'))}", look)
+    say(f"  delivery: {delivery_text(e.get('delivery'))}", look)
+    say("  text: " + str(e["text"]), look, block=True)
     if e.get("context"):
-        say("  context: " + str(e["context"]), block=True)
+        say("  context: " + str(e["context"]), look, block=True)
     answer = e.get("answer")
     if answer:
         late = " (late)" if answer.get("late") else ""
-        say(f"  answer by {answer['author']} at {clock(answer.get('at'))}{late}:")
-        say("    " + str(answer["text"]), block=True)
+        say(f"  answer by {look.who(answer['author'])} at {clock(answer.get('at'))}{late}:", look)
+        say("    " + str(answer["text"]), look, block=True)
         for ref in answer.get("evidence") or []:
-            say("    evidence: " + str(ref))
+            say("    evidence: " + str(ref), look)
 
 
-def show_members(result: dict[str, Any]) -> None:
+def show_members(result: dict[str, Any], look: Look) -> None:
+    members = result["members"]
+    ids = short_ids((m["id"] for m in members), look.wide)
+    machines = short_ids((m["machineId"] for m in members), look.wide)
+    agents = short_ids((m["agentId"] for m in members), look.wide)
     rows = [
         [
-            m["id"],
+            ids[m["id"]],
             m["name"],
-            m["role"] or "-",
-            f"{m['machineId']}/{m['agentId']}",
+            f"{agents[m['agentId']]}@{machines[m['machineId']]}",
             m["state"],
+            m["role"] or "-",
             delivery_text(m.get("introduction")),
         ]
-        for m in result["members"]
+        for m in members
     ]
-    _console().print(_table("Members", ["id", "name", "role", "agent", "state", "introduction"], rows))
+    columns = ["member", "name", "agent@machine", "state", "role", "introduction"]
+    print_table("Members", columns, rows, look, ids=4)
 
 
-def show_team(team: dict[str, Any]) -> None:
-    say(f"{team['name']}  {team['id']}  ({team['state']})  revision {team['revision']}", style="bold")
-    show_members(team)
+def show_team(team: dict[str, Any], look: Look) -> None:
+    look = Look(look.wide, {m["id"]: m["name"] for m in team["members"]})
+    say(f"{team['name']}  ({team['state']}, revision {team['revision']})", look, style="bold")
+    say(f"team id {team['id']}", look)
+    show_members(team, look)
     if team["exchanges"]:
-        _console().print(_table("Exchanges", _EXCHANGE_COLUMNS, _exchange_rows(team["exchanges"])))
+        _exchanges("Exchanges", team["exchanges"], look)
 
 
-def show_list(result: dict[str, Any]) -> None:
+def show_list(result: dict[str, Any], look: Look) -> None:
+    teams = result["teams"]
+    ids = short_ids((t["id"] for t in teams), look.wide)
     rows = [
-        [t["id"], t["name"], t["state"], str(t["members"]), str(t["exchanges"]), str(t["revision"])]
-        for t in result["teams"]
+        [ids[t["id"]], t["state"], str(t["members"]), str(t["exchanges"]), str(t["revision"]), t["name"]]
+        for t in teams
     ]
-    _console().print(_table("Teams", ["id", "name", "state", "members", "exchanges", "revision"], rows))
+    columns = ["team", "state", "members", "exchanges", "revision", "name"]
+    print_table("Teams", columns, rows, look, ids=5)
     for broken in result.get("unavailable", []):
-        say(f"unavailable: {broken['id']}: {broken['detail']}")
+        say(f"unavailable: {broken['id']}: {broken['detail']}", look)
 
 
-def show_inbox(result: dict[str, Any]) -> None:
+def show_inbox(result: dict[str, Any], look: Look) -> None:
     if not result["questions"] and not result["answers"]:
-        say("Inbox is empty.")
+        say("Inbox is empty.", look)
         return
-    console = _console()
     if result["questions"]:
-        console.print(_table("Questions for you", _EXCHANGE_COLUMNS, _exchange_rows(result["questions"])))
+        _exchanges("Questions for you", result["questions"], look)
     if result["answers"]:
-        console.print(
-            _table("Answers to your questions", _EXCHANGE_COLUMNS, _exchange_rows(result["answers"]))
-        )
+        _exchanges("Answers to your questions", result["answers"], look)
 
 
-def show_status(result: dict[str, Any]) -> None:
+def show_status(result: dict[str, Any], look: Look) -> None:
     if "exchanges" not in result:
-        show_exchange(result)
+        show_exchange(result, look)
         return
-    _console().print(_table("Exchanges", _EXCHANGE_COLUMNS, _exchange_rows(result["exchanges"])))
+    _exchanges("Exchanges", result["exchanges"], look)
 
 
-def show_wait(result: dict[str, Any]) -> None:
-    say(f"wait ended: {result['reason']}")
-    show_exchange(result["exchange"])
+def show_wait(result: dict[str, Any], look: Look) -> None:
+    say(f"wait ended: {result['reason']}", look)
+    show_exchange(result["exchange"], look)
     if result["incoming"]:
-        _console().print(
-            _table("Questions for you (answer these)", _EXCHANGE_COLUMNS, _exchange_rows(result["incoming"]))
-        )
+        _exchanges("Questions for you (answer these)", result["incoming"], look)
 
 
-def show_mapping(result: dict[str, Any]) -> None:
+def show_mapping(result: dict[str, Any], look: Look) -> None:
     for key, value in result.items():
-        say(f"{key}: {value if isinstance(value, str | int | float) else json.dumps(value)}")
+        say(f"{key}: {value if isinstance(value, str | int | float) else json.dumps(value)}", look)
 
 
-def show_member(member: dict[str, Any]) -> None:
-    show_members({"members": [member]})
+def show_member(member: dict[str, Any], look: Look) -> None:
+    show_members({"members": [member]}, look)
+
+
+def show_init(result: dict[str, Any], look: Look) -> None:
+    team = result["team"]
+    say(f"wrote {result['file']}: team {team['name']} with {len(team['members'])} members", look)
+    for m in team["members"]:
+        role = f" ({m['role']})" if m["role"] else ""
+        say(f"  {m['name']}{role}: agent {m['agentId']} on machine {m['machineId']}", look)
+    say(f"next: {result['next']}", look)

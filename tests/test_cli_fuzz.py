@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.cli import commands, main
+from harness.cli import commands, fast, main
 
 STATUSES = {0, 1, 2, 3, 4}
 SETTINGS = settings(
@@ -67,21 +67,21 @@ def contained(world: World, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 def invoke(argv: list[str], stdin: bytes, *, typer_only: bool) -> Ran:
     out, err = io.StringIO(), io.StringIO()
-    saved = sys.stdin, sys.stdout, sys.stderr, commands.run_fast
+    saved = sys.stdin, sys.stdout, sys.stderr, fast.run_fast
     sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8", errors="surrogateescape")
     sys.stdout, sys.stderr = out, err
     if typer_only:
-        commands.run_fast = lambda argv: False  # type: ignore[assignment]
+        fast.run_fast = lambda argv: False  # type: ignore[assignment]
     try:
         status = main.run(argv)
     finally:
-        sys.stdin, sys.stdout, sys.stderr, commands.run_fast = saved
+        sys.stdin, sys.stdout, sys.stderr, fast.run_fast = saved
     return Ran(status, out.getvalue(), err.getvalue())
 
 
 VALUE_OPTIONS = {"--team", "--home", "--socket", "--key", "--key-file", "--machine", "--file", "--text-file",
                  "--ttl", "--seconds", "--context", "--parent", "--id", "--from", "--evidence", "--member",
-                 "--out", "--engine"}  # fmt: skip
+                 "--out", "--engine", "--name", "--role", "--daemon-socket"}  # fmt: skip
 
 
 def flags_given(argv: list[str]) -> set[str]:
