@@ -282,3 +282,67 @@ def show_agent(
     """One agent: its registration, its delivery desk, and what its pane shows now."""
     opts = _opts(json_out, home, daemon_socket)
     show(opts, with_observation(call(opts, "agent_show", {"agentId": agent}, team=False)), _show_agent)
+
+
+# --- stop and remove --------------------------------------------------------------------------------------
+
+
+def end_session(agent: dict[str, Any]) -> bool:
+    """End the tmux session of an agent the daemon started (`agent start`); a pane a person attached with
+    `agent attach` is theirs and is never touched. Whether a session was ended."""
+    import trio
+
+    from harness.io.tmux import ProcessRunner, TmuxError
+
+    tmux = agent.get("tmux") or {}
+    if agent.get("startedBy") != "daemon" or not tmux.get("socket") or not tmux.get("target"):
+        return False
+    try:
+        trio.run(ProcessRunner(str(tmux["socket"])).run, "kill-session", "-t", str(tmux["target"]))
+    except TmuxError:
+        return False  # already gone
+    return True
+
+
+def end_agent_server(home: Path) -> bool:
+    """End the tmux server of this data directory's agents (after their sessions); whether one ran."""
+    import trio
+
+    from harness.io.tmux import ProcessRunner, TmuxError
+
+    try:
+        trio.run(ProcessRunner(_own_socket(home)).run, "kill-server")
+    except TmuxError:
+        return False
+    return True
+
+
+@app.command("stop")
+def stop_agent(
+    agent: Annotated[str, typer.Argument(metavar="AGENT_ID", help="Agent id or name.")],
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    daemon_socket: SocketOpt = None,
+) -> None:
+    """End the engine of an agent started with `agent start` (its tmux session). It stays registered: its
+    notices wait `offline` until an agent with its id starts again; `agent remove` forgets it."""
+    opts = _opts(json_out, home, daemon_socket)
+    entry = call(opts, "agent_show", {"agentId": agent}, team=False)
+    if entry.get("startedBy") != "daemon":
+        usage(opts, f"agent {agent!r} runs in a pane you attached (`agent attach`); stop it there")
+    show(opts, {"agentId": entry["agentId"], "stopped": end_session(entry)}, output.show_mapping)
+
+
+@app.command("remove")
+def remove_agent(
+    agent: Annotated[str, typer.Argument(metavar="AGENT_ID", help="Agent id or name.")],
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    daemon_socket: SocketOpt = None,
+) -> None:
+    """Forget an agent: no notice goes to its pane any more (they wait `offline` until an agent with its id
+    registers). An agent started with `agent start` is stopped too; an attached pane is left running."""
+    opts = _opts(json_out, home, daemon_socket)
+    entry = call(opts, "agent_remove", {"agentId": agent}, team=False)
+    view = {"agentId": entry["agentId"], "removed": True, "stopped": end_session(entry)}
+    show(opts, view, output.show_mapping)

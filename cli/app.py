@@ -22,6 +22,7 @@ from harness.cli.commands import (
     SPECS,
     Options,
     Spec,
+    call,
     fail,
     require_text,
     show,
@@ -373,11 +374,26 @@ def start(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
 
 
 @daemon_app.command()
-def stop(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
-    """Stop the background daemon cleanly (SIGTERM) and wait until it is gone."""
+def stop(
+    home: HomeOpt = None,
+    json_out: JsonOpt = False,
+    agents: Annotated[
+        bool, typer.Option("--agents", help="Also stop the agents `agent start` started, and their tmux.")
+    ] = False,
+) -> None:
+    """Stop the background daemon cleanly (SIGTERM) and wait until it is gone. The agents it started keep
+    running unless --agents (their notices wait `offline` meanwhile)."""
+    from harness.cli.agent import end_agent_server, end_session
+
     opts = Options().merge(json_out, home, None, None)
     home_dir = homes.resolve_home(home)
     info = running(opts, home_dir)
+    listed = call(opts, "agent_list", {}, team=False)["agents"]
+    started = [agent for agent in listed if agent.get("startedBy") == "daemon"]
+    if agents:
+        for agent in started:
+            end_session(agent)
+        end_agent_server(home_dir)
     pid = int(info["pid"])
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_TIMEOUT
@@ -385,7 +401,11 @@ def stop(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
         if time.monotonic() > deadline:
             fail(opts, output.UNCERTAIN, "uncertain", f"pid {pid} did not stop within {STOP_TIMEOUT:g} s")
         time.sleep(0.02)
-    show(opts, {"stopped": True, "pid": pid, "home": str(home_dir)}, output.show_mapping)
+    left = 0 if agents else len(started)
+    view = {"stopped": True, "pid": pid, "home": str(home_dir), "agentsRunning": left}
+    show(opts, view, output.show_mapping)
+    if left and not opts.json:
+        print(f"{left} agent(s) started by the daemon still run; `harness daemon stop --agents` stops them")
 
 
 @daemon_app.command("status")
