@@ -179,7 +179,7 @@ def test_finding_5_an_injected_fault_closes_only_its_connection(machine: Machine
         raise RuntimeError("injected fault")
 
     assert machine.daemon.node is not None
-    machine.daemon._action_members = fault  # type: ignore[method-assign]
+    machine.daemon._handlers["members"] = fault
     machine.daemon.node.request = fault  # type: ignore[method-assign]
     machine.web._vet = fault  # type: ignore[method-assign]
     members = {

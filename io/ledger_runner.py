@@ -1,0 +1,376 @@
+# The owner's team ledger, run: the one writer of the journaled team reducer (`harness.core.team.step`), as
+# the desk runner is of the desk's. Split from the daemon so the persist-before-act pipeline reads on its own.
+#
+# Shape (persist before act, as in raft's Ready rule):
+# - Commands arrive over one bounded channel. The ledger task stamps the time, runs `step`, and for an
+#   accepted change queues the command's journal append at once, so commands that arrive during an fsync
+#   share it (group commit).
+# - The finisher takes the stepped commands in order, waits until each is durable, then publishes the new
+#   state to readers and waiters, hands effects on (timers here, desk-bound ones to the effect sink), and
+#   only then answers. Readers see only durable state; nothing leaves before the command that caused it is
+#   on disk.
+# - A team whose journal cannot be read or written is stopped (`unavailable`) until the daemon restarts.
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+import attrs
+import trio
+
+from harness.core.codec import command_from_json, command_to_json, from_json, to_json
+from harness.core.commands import RecordDelivery, RemoveMember, TeamCommand, Tick
+from harness.core.effects import (
+    ArmTimer,
+    HoldTeam,
+    ReleaseTeam,
+    SubmitNotice,
+    WithdrawMember,
+    WithdrawNotice,
+    WithdrawTeam,
+)
+from harness.core.errors import ErrorCode, Rejected
+from harness.core.invariants import step_violations as team_step_violations
+from harness.core.limits import DEFAULT_LIMITS, Limits
+from harness.core.outcome import Accepted, reject
+from harness.core.records import EMPTY_LEDGER, Ledger, Team
+from harness.core.team import next_deadline, step
+from harness.io import home as homes
+from harness.io.journal import (
+    CheckpointPolicy,
+    CorruptState,
+    JournalStore,
+    Recovery,
+    StoreError,
+    ledger_store_dir,
+    ledgers_dir,
+)
+from harness.io.team_delivery import DeliveryReport
+
+LIMITS_ENV = "HARNESS_LIMITS"
+# Commands waiting for the ledger task before RPC handlers feel back-pressure.
+LEDGER_QUEUE = 64
+# Commands stepped but not yet durable; bounds the memory a burst can pin and the work a crash can lose.
+PIPELINE_DEPTH = 256
+
+E = ErrorCode
+DeskEffect = SubmitNotice | WithdrawNotice | HoldTeam | ReleaseTeam | WithdrawTeam | WithdrawMember
+# A broken core invariant (what broke it, the violation) -> the reason the team stops.
+Violated = Callable[[str, tuple[str, str]], str]
+
+
+def limits_from_env() -> Limits:
+    """HARNESS_LIMITS='{"pendingPerSender": 2, ...}' shrinks bounds (tests); camelCase Limits fields."""
+    raw = os.environ.get(LIMITS_ENV)
+    if not raw:
+        return DEFAULT_LIMITS
+    try:
+        data = json.loads(raw)
+    except ValueError as error:
+        raise ValueError(f"{LIMITS_ENV} is not JSON: {error}") from None
+    limits = from_json(data, Limits)
+    if isinstance(limits, Rejected):
+        raise ValueError(f"{LIMITS_ENV}: {limits.detail}")
+    return limits
+
+
+class ShuttingDown(Exception):
+    """A command sent after intake closed: it was never stepped."""
+
+
+class EffectSink(Protocol):
+    """Where a durable command's desk-bound effects go (the delivery router)."""
+
+    def route(self, ledger: Ledger, effect: DeskEffect, at: int) -> None: ...
+
+
+@attrs.define
+class Pending:
+    """One command on its way through the ledger task and the finisher."""
+
+    command: TeamCommand
+    done: trio.Event = attrs.Factory(trio.Event)
+    outcome: Accepted[Ledger] | Rejected | None = None
+    persisted: trio.Event | None = None  # set when the journal append finished (None: nothing to persist)
+    seq: int = 0
+    failure: BaseException | None = None
+
+
+def _with_team(ledger: Ledger, team_id: str, team: Team | None) -> Ledger:
+    if team is None:
+        return Ledger(ledger.teams.delete(team_id)) if team_id in ledger.teams else ledger
+    return Ledger(ledger.teams.set(team_id, team))
+
+
+class ReplayError(Exception):
+    pass
+
+
+def replay(team_id: str, recovery: Recovery, limits: Limits) -> tuple[Team | None, int]:
+    """Rebuild one team from its checkpoint and journal; also the latest command time seen."""
+    ledger = EMPTY_LEDGER
+    if recovery.checkpoint is not None:
+        team = from_json(recovery.checkpoint, Team)
+        if isinstance(team, Rejected):
+            raise ReplayError(f"checkpoint {recovery.checkpoint_seq} is not a team: {team.detail}")
+        ledger = _with_team(ledger, team_id, team)
+    last_at = 0
+    for entry in recovery.entries:
+        command = command_from_json(entry.body)
+        if isinstance(command, Rejected):
+            raise ReplayError(f"journal entry {entry.seq} is not a command: {command.detail}")
+        if command.team_id != team_id:
+            raise ReplayError(f"journal entry {entry.seq} belongs to team {command.team_id!r}")
+        outcome = step(ledger, command, limits)
+        if isinstance(outcome, Rejected):
+            raise ReplayError(
+                f"journal entry {entry.seq} was refused on replay ({outcome.code}: {outcome.detail}); "
+                f"were the limits ({LIMITS_ENV}) changed since it was accepted?"
+            )
+        ledger = outcome.state
+        last_at = max(last_at, command.at)
+    return ledger.teams.get(team_id), last_at
+
+
+class LedgerRunner:
+    """The team ledger of one data directory: `recover`, then `run` until intake closes."""
+
+    def __init__(
+        self,
+        home: Path,
+        limits: Limits,
+        clock: Callable[[], int],
+        *,
+        checkpoints: CheckpointPolicy,
+        log: Callable[[str], None],
+        violated: Violated | None = None,  # None: invariants are not checked
+    ) -> None:
+        self.home = home
+        self.limits = limits
+        self.clock = clock
+        self._checkpoints = checkpoints
+        self._log = log
+        self._violated = violated
+        self.working: Ledger = EMPTY_LEDGER  # stepped, maybe not yet durable: only the ledger task reads it
+        self.durable: Ledger = EMPTY_LEDGER  # what readers see
+        self.stores: dict[str, JournalStore] = {}
+        self.unavailable: dict[str, str] = {}  # team id -> why it is stopped (corrupt or failed store)
+        self._changed: dict[str, trio.Event] = {}
+        self._timers: dict[str, int] = {}
+        self._timers_changed = trio.Event()
+        self._last_at = 0
+        self._send, self._receive = trio.open_memory_channel[Pending](LEDGER_QUEUE)
+
+    async def recover(self) -> None:
+        root = ledgers_dir(self.home)
+        names = sorted(os.listdir(root)) if root.is_dir() else []
+        for team_id in names:
+            directory = root / team_id
+            if not directory.is_dir():
+                continue
+            try:
+                store, recovery = await JournalStore.open(directory)
+            except CorruptState as error:
+                self._stop_team(team_id, f"{E.CORRUPT_STATE}: {error}")
+                continue
+            try:
+                team, last_at = replay(team_id, recovery, self.limits)
+            except ReplayError as error:
+                await store.aclose()
+                self._stop_team(team_id, f"{E.CORRUPT_STATE}: {directory}: {error}")
+                continue
+            self.stores[team_id] = store
+            self._last_at = max(self._last_at, last_at)
+            if team is not None:
+                self.durable = _with_team(self.durable, team_id, team)
+                deadline = next_deadline(team)
+                if deadline is not None:
+                    self._timers[team_id] = deadline
+        self.working = self.durable
+
+    async def aclose(self) -> None:
+        for store in self.stores.values():
+            await store.aclose()
+
+    async def close_intake(self) -> None:
+        """Take no more commands; `run` returns once every queued one is durable."""
+        await self._send.aclose()
+
+    def changed(self, team_id: str) -> trio.Event:
+        """An event set at the team's next durable change (or when it stops)."""
+        return self._changed.setdefault(team_id, trio.Event())
+
+    def _publish(self, team_id: str) -> None:
+        event = self._changed.pop(team_id, None)
+        if event is not None:
+            event.set()
+
+    def _stop_team(self, team_id: str, why: str) -> None:
+        self.unavailable[team_id] = why
+        self._log(f"team {team_id} stopped: {why}")
+
+    async def submit(self, command: TeamCommand) -> Accepted[Ledger] | Rejected:
+        """Send a command to the ledger and wait for its durable outcome. Shielded: once sent, it finishes."""
+        pending = Pending(command)
+        with trio.CancelScope(shield=True):
+            try:
+                await self._send.send(pending)
+            except trio.ClosedResourceError:
+                raise ShuttingDown from None
+            await pending.done.wait()
+        assert pending.outcome is not None
+        return pending.outcome
+
+    async def report(self, report: DeliveryReport) -> None:
+        """Record a destination's report (this desk's, or a paired machine's) in the owner ledger."""
+        command = RecordDelivery(0, report.team_id, report.notice_id, report.state, report.reason)
+        # Shutting down: a lost observation is one the destination reports again after the restart.
+        with contextlib.suppress(trio.ClosedResourceError):
+            await self._send.send(Pending(command))
+
+    async def run(self, sink: EffectSink) -> None:
+        tickets_send, tickets_receive = trio.open_memory_channel[Pending](PIPELINE_DEPTH)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._ledger_task, tickets_send, nursery)
+            nursery.start_soon(self._finisher, tickets_receive, sink)
+
+    # --- the ledger task, the journal and the finisher ------------------------------------------------------
+
+    async def _ledger_task(self, tickets: trio.MemorySendChannel[Pending], nursery: trio.Nursery) -> None:
+        async with tickets:
+            async for pending in self._receive:
+                await self._step(pending, nursery)
+                await tickets.send(pending)
+
+    async def _step(self, pending: Pending, nursery: trio.Nursery) -> None:
+        self._last_at = max(self._last_at, self.clock())
+        command = pending.command = attrs.evolve(pending.command, at=self._last_at)
+        team_id = command.team_id
+        if team_id in self.unavailable:
+            pending.outcome = reject(E.CORRUPT_STATE, self.unavailable[team_id])
+            return
+        outcome = pending.outcome = step(self.working, command, self.limits)
+        check = self._violated is not None
+        broken = team_step_violations(self.working, command, outcome, self.limits) if check else []
+        if broken:  # never applied: the team stops, as for a ledger that cannot be written
+            assert self._violated is not None
+            why = self._violated(f"{type(command).__name__} on team {team_id!r}", broken[0])
+            self._stop_team(team_id, why)
+            pending.outcome = reject(E.CORRUPT_STATE, why)
+            return
+        if isinstance(outcome, Rejected) or not outcome.changed:
+            return
+        store = self.stores.get(team_id)
+        if store is None:  # only a new team's create gets here
+            try:
+                store, _ = await JournalStore.open(ledger_store_dir(self.home, team_id))
+            except (StoreError, OSError) as error:
+                detail = f"cannot open the ledger of team {team_id!r}: {error}"
+                pending.outcome = reject(E.CORRUPT_STATE, detail)
+                return
+            self.stores[team_id] = store
+        # Per team: the store open above may have let the finisher revert another team meanwhile.
+        self.working = _with_team(self.working, team_id, outcome.state.teams[team_id])
+        pending.persisted = trio.Event()
+        await nursery.start(self._persist, store, command_to_json(command), pending)
+
+    async def _persist(
+        self, store: JournalStore, entry: dict[str, Any], pending: Pending, task_status: trio.TaskStatus[None]
+    ) -> None:
+        # `started()` does not yield, and `append` takes its sequence number before its first checkpoint, so
+        # journal order is exactly the order in which the ledger task stepped the commands.
+        task_status.started()
+        try:
+            pending.seq = await store.append(entry)
+        except (StoreError, trio.ClosedResourceError, ValueError, TypeError) as error:
+            pending.failure = error
+        finally:
+            assert pending.persisted is not None
+            pending.persisted.set()
+
+    async def _finisher(self, tickets: trio.MemoryReceiveChannel[Pending], sink: EffectSink) -> None:
+        async for pending in tickets:
+            team_id = pending.command.team_id
+            checkpoint = False
+            if pending.persisted is not None:
+                await pending.persisted.wait()
+                if pending.failure is not None:
+                    self._fail_team(team_id, pending.failure)
+                else:
+                    checkpoint = self._commit(pending, sink)
+            if team_id in self.unavailable:
+                # Stepped on state that never became durable: the only honest answer is the failure.
+                pending.outcome = reject(E.CORRUPT_STATE, self.unavailable[team_id])
+            pending.done.set()
+            if checkpoint:
+                await self._checkpoint(team_id, pending.seq)
+
+    def _commit(self, pending: Pending, sink: EffectSink) -> bool:
+        outcome = pending.outcome
+        assert isinstance(outcome, Accepted)
+        team_id = pending.command.team_id
+        team = outcome.state.teams[team_id]
+        self.durable = _with_team(self.durable, team_id, team)
+        if isinstance(pending.command, RemoveMember) and outcome.changed:
+            # Its key is revoked in the ledger; the file that held it for its introduction goes too.
+            homes.remove_member_key(self.home, team_id, pending.command.membership_id)
+        for effect in outcome.effects:
+            if isinstance(effect, ArmTimer):
+                self._arm(team_id, effect.at)
+            elif isinstance(effect, DeskEffect):
+                sink.route(outcome.state, effect, pending.command.at)
+        self._publish(team_id)
+        return self._checkpoints.due(self.stores[team_id])
+
+    async def _checkpoint(self, team_id: str, seq: int) -> None:
+        # Called right after entry `seq` was committed, so the durable team is exactly the state after it
+        # (later entries may already be on disk; the journal allows a checkpoint behind its durable end).
+        team = self.durable.teams.get(team_id)
+        store = self.stores.get(team_id)
+        if team is None or store is None or team_id in self.unavailable:
+            return
+        try:
+            await store.checkpoint(seq, to_json(team))
+        except StoreError as error:
+            self._fail_team(team_id, error)
+
+    def _fail_team(self, team_id: str, error: BaseException) -> None:
+        self._stop_team(
+            team_id,
+            f"the ledger of team {team_id!r} could not be written ({error}); it is stopped until the daemon "
+            "restarts. The last request may or may not have been recorded: retry it with the same "
+            "operation id",
+        )
+        self.working = _with_team(self.working, team_id, self.durable.teams.get(team_id))
+        self._publish(team_id)
+
+    # --- timers ---------------------------------------------------------------------------------------------
+
+    def _arm(self, team_id: str, at: int) -> None:
+        self._timers[team_id] = at
+        self._timers_changed.set()
+
+    async def run_timers(self) -> None:
+        """Tick each team at its next deadline, until cancelled."""
+        while True:
+            self._timers_changed = trio.Event()
+            if not self._timers:
+                await self._timers_changed.wait()
+                continue
+            team_id, at = min(self._timers.items(), key=lambda item: item[1])
+            delay = (at - self.clock() + 1) / 1000
+            if delay > 0:
+                with trio.move_on_after(delay):
+                    await self._timers_changed.wait()
+                continue
+            del self._timers[team_id]
+            await self.submit(Tick(0, team_id))
+            # A tick may have changed nothing (it fired a hair early); the state says what is next.
+            team = self.durable.teams.get(team_id)
+            deadline = next_deadline(team) if team is not None and team_id not in self.unavailable else None
+            if deadline is not None and team_id not in self._timers:
+                self._timers[team_id] = deadline

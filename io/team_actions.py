@@ -1,0 +1,217 @@
+# The `team` RPC actions that change a team or show it to its owner: create, membership, keys, lifecycle and
+# the questions themselves. Each parses its request, sends one command to the ledger and answers with the
+# durable outcome; ids are drawn here, where randomness may enter.
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from harness.core.codec import exchange_view, member_view, team_summary, team_view
+from harness.core.commands import (
+    AddMember,
+    ArchiveTeam,
+    Ask,
+    Cancel,
+    CreateTeam,
+    NewMember,
+    PauseTeam,
+    RemoveMember,
+    Reply,
+    ResumeTeam,
+    TeamCommand,
+)
+from harness.core.errors import ErrorCode
+from harness.core.records import Exchange, Membership, Team
+from harness.core.remote_grant import observable
+from harness.core.team import resolve_member
+from harness.io import home as homes
+from harness.io.delivery_router import DeliveryRouter
+from harness.io.rpc import BAD_REQUEST, Request
+from harness.io.team_access import ActionError, Handler, TeamAccess, observer, team_id
+
+ID_BYTES = 16
+KEY_BYTES = 24
+
+E = ErrorCode
+
+
+def draw_id() -> str:
+    return secrets.token_hex(ID_BYTES)
+
+
+def _new_member(data: dict[str, Any], operation_id: str | None, default_id: str) -> NewMember:
+    allowed = {"id", "machineId", "agentId", "name", "role"}
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        detail = f"a member has no field {', '.join(map(repr, unknown))}"
+        raise ActionError(BAD_REQUEST, detail, operation_id)
+    values: dict[str, str] = {}
+    for name in ("machineId", "agentId", "name"):
+        value = data.get(name)
+        if not isinstance(value, str):
+            raise ActionError(BAD_REQUEST, f"a member needs a string '{name}'", operation_id)
+        values[name] = value
+    member_id, role = data.get("id"), data.get("role", "")
+    if not isinstance(member_id, str | None) or not isinstance(role, str):
+        raise ActionError(BAD_REQUEST, "a member's 'id' and 'role' are strings", operation_id)
+    return NewMember(
+        member_id or default_id,
+        values["machineId"],
+        values["agentId"],
+        values["name"],
+        role,
+        secrets.token_hex(KEY_BYTES),
+    )
+
+
+class TeamActions:
+    """list, create, get, members, add, remove, key, pause, resume, archive, ask, reply and cancel."""
+
+    def __init__(self, access: TeamAccess, router: DeliveryRouter, home: Path) -> None:
+        self.access = access
+        self.router = router
+        self.home = home
+
+    def handlers(self) -> dict[str, Handler]:
+        return {
+            "list": self.list_teams,
+            "create": self.create,
+            "get": self.get,
+            "members": self.members,
+            "add": self.add,
+            "remove": self.remove,
+            "key": self.key,
+            "pause": partial(self._lifecycle, PauseTeam),
+            "resume": partial(self._lifecycle, ResumeTeam),
+            "archive": partial(self._lifecycle, ArchiveTeam),
+            "ask": self.ask,
+            "reply": self.reply,
+            "cancel": self.cancel,
+        }
+
+    def _member_ref(self, request: Request, ref: str | None) -> str | None:
+        """A membership id for `ref`, which people may give as an active member's name."""
+        team = self.access.ledger.durable.teams.get(team_id(request))
+        member = None if team is None or ref is None else resolve_member(team, ref)
+        return member.id if member is not None else ref
+
+    async def list_teams(self, request: Request) -> object:
+        ledger = self.access.ledger
+        teams = sorted(ledger.durable.teams.values(), key=lambda team: (team.created_at, team.id))
+        seer = observer(request)
+        if seer is not None:  # a paired machine's owner: the teams it has a member in, nothing else
+            teams = [team for team in teams if observable(team, seer)]
+        unavailable = {} if seer is not None else ledger.unavailable
+        return {
+            "teams": [team_summary(team) for team in teams],
+            "unavailable": [
+                {"id": stopped, "error": E.CORRUPT_STATE.value, "detail": why}
+                for stopped, why in sorted(unavailable.items())
+            ],
+        }
+
+    async def create(self, request: Request) -> object:
+        new_id = request.opt_text("id") or draw_id()
+        # A member without an id gets one derived from the team id, so retrying an uncertain create with the
+        # same team id and file is recognised as the same create.
+        members = tuple(
+            _new_member(data, new_id, hashlib.sha256(f"{new_id}/{index}".encode()).hexdigest()[:16])
+            for index, data in enumerate(request.object_list("members"))
+        )
+        if new_id in self.access.ledger.unavailable:
+            raise ActionError(E.CORRUPT_STATE.value, self.access.ledger.unavailable[new_id], new_id)
+        team = await self.access.run(CreateTeam(0, new_id, request.text("name"), members), new_id)
+        assert isinstance(team, Team)
+        return team_view(team)
+
+    async def get(self, request: Request) -> object:
+        return team_view(self.access.team(request))
+
+    async def members(self, request: Request) -> object:
+        team = self.access.team(request)
+        self.access.viewer(team, request)
+        return {
+            "teamId": team.id,
+            "revision": team.revision,
+            "members": [member_view(team.members[member_id]) for member_id in team.member_order],
+        }
+
+    async def add(self, request: Request) -> object:
+        member = _new_member(dict(request.fields), None, draw_id())
+        result = await self.access.run(AddMember(0, team_id(request), member), member.id)
+        assert isinstance(result, Membership)
+        return member_view(result)
+
+    async def remove(self, request: Request) -> object:
+        member_id = self._member_ref(request, request.text("memberId"))
+        assert member_id is not None
+        result = await self.access.run(RemoveMember(0, team_id(request), member_id))
+        assert isinstance(result, Membership)
+        return member_view(result)
+
+    async def key(self, request: Request) -> object:
+        team = self.access.team(request)
+        member_id = request.text("memberId")
+        member = resolve_member(team, member_id)
+        key = None if member is None else next((k for k, m in team.keys.items() if m == member.id), None)
+        if member is None or key is None:
+            raise ActionError(E.NOT_FOUND.value, f"no active member {member_id!r} in team {team.id!r}")
+        command = self.router.command_prefix(self.access.ledger.durable, team.id, key)
+        local = member.machine_id == self.router.machine_id
+        key_file = str(homes.member_key_path(self.home, team.id, member.id)) if local else None
+        return {
+            "teamId": team.id,
+            "memberId": member.id,
+            "name": member.name,
+            "memberKey": key,
+            "keyFile": key_file,
+            "command": command,
+        }
+
+    async def _lifecycle(self, make: Callable[[int, str], TeamCommand], request: Request) -> object:
+        team = await self.access.run(make(0, team_id(request)))
+        assert isinstance(team, Team)
+        return team_view(team)
+
+    async def ask(self, request: Request) -> object:
+        question_id = request.opt_text("id") or draw_id()
+        notify = request.opt_bool("notify")
+        command = Ask(
+            0,
+            team_id(request),
+            question_id,
+            request.text("to"),
+            request.text("text"),
+            context=request.opt_text("context"),
+            ttl_ms=request.opt_int("ttlMs"),
+            parent_id=request.opt_text("parentId"),
+            notify=True if notify is None else notify,
+            from_=request.opt_text("from"),
+            member_key=request.member_key,
+        )
+        return await self._exchange(command, question_id)
+
+    async def reply(self, request: Request) -> object:
+        command = Reply(
+            0,
+            team_id(request),
+            request.text("questionId"),
+            request.text("text"),
+            evidence=request.text_list("evidence"),
+            member_id=self._member_ref(request, request.opt_text("memberId")),
+            member_key=request.member_key,
+        )
+        return await self._exchange(command)
+
+    async def cancel(self, request: Request) -> object:
+        command = Cancel(0, team_id(request), request.text("questionId"), member_key=request.member_key)
+        return await self._exchange(command)
+
+    async def _exchange(self, command: TeamCommand, operation_id: str | None = None) -> object:
+        exchange = await self.access.run(command, operation_id)
+        assert isinstance(exchange, Exchange)
+        return exchange_view(exchange)

@@ -1,0 +1,175 @@
+# The `team` RPC reads with consequences at a desk: a member's inbox, status and wait show questions and
+# answers, and what a member has read makes its unsent notices moot, so its machine's desk is told (after the
+# read); `delivery_check` asks a desk itself what became of a notice. Split from the other actions because
+# these remember what each member was shown and talk to destinations, which the others never do.
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import trio
+
+from harness.core import delivery as d
+from harness.core.codec import exchange_view
+from harness.core.effects import notice_id
+from harness.core.errors import ErrorCode, Rejected
+from harness.core.queries import decide_wait, inbox, status, visible_exchange, waiter_for
+from harness.core.records import Exchange, Membership, NoticeKind, QuestionState, Team
+from harness.core.system import AtDesk, System, answer_retrieved_action, inbox_read_action
+from harness.io.delivery_router import UNPAIRED, DeliveryRouter
+from harness.io.remote import RemoteRefused, RemoteUnavailable, RemoteUncertain
+from harness.io.rpc import BAD_REQUEST, Request
+from harness.io.team_access import ActionError, Handler, TeamAccess, carried_to, rejected_error
+
+DEFAULT_WAIT_SECONDS = 30.0
+MAX_WAIT_SECONDS = 3600.0
+
+E = ErrorCode
+
+
+def _answered_at(exchange: Exchange) -> int:
+    return exchange.answer.at if exchange.answer is not None else 0
+
+
+class TeamReads:
+    """inbox, status, wait and delivery_check, and what each member was last shown."""
+
+    def __init__(self, access: TeamAccess, router: DeliveryRouter) -> None:
+        self.access = access
+        self.ledger = access.ledger
+        self.router = router
+        # (team, membership) -> the open questions to it last shown in an inbox or wait reply: read before its
+        # desk's report reaches the ledger (or when it never does: an unpaired machine). Memory only: after a
+        # restart a wait breaks once more on them, the safe side.
+        self._shown: dict[tuple[str, str], frozenset[str]] = {}
+
+    def handlers(self) -> dict[str, Handler]:
+        return {
+            "inbox": self.inbox,
+            "status": self.status,
+            "wait": self.wait,
+            "delivery_check": self.delivery_check,
+        }
+
+    def _tell_desk(self, action: AtDesk | None) -> None:
+        """A member's read makes unsent notices moot; its machine's desk learns it (after the read)."""
+        if action is None:
+            return
+        command = action.command
+        assert isinstance(command, d.InboxRead | d.AnswerRetrieved)
+        carried = carried_to(action.machine_id)
+        if carried is not None:
+            carried.append(command)  # also with the reply to the member's machine (answer_frame)
+        with contextlib.suppress(trio.ClosedResourceError):  # shutting down: the notices stay queued
+            self.router.send(action.machine_id, command)
+
+    def _answer_seen(self, team: Team, viewer: Membership, exchange: Exchange) -> None:
+        """The asker retrieved the answer: its continuation notice, if still unsent, is no longer needed."""
+        if exchange.from_ == viewer.id and exchange.answer is not None:
+            durable = System(self.ledger.durable)
+            self._tell_desk(answer_retrieved_action(durable, team.id, exchange.id, self.ledger.clock()))
+
+    async def inbox(self, request: Request) -> object:
+        team = self.access.team(request)
+        viewer = self.access.viewer(team, request)
+        if viewer is None:  # the owner sees every open question and the latest answers of the team
+            everything = status(team, None)
+            questions = tuple(e for e in everything if e.state is QuestionState.OPEN)
+            answered = sorted((e for e in everything if e.answer is not None), key=lambda e: -_answered_at(e))
+            answers = tuple(answered[: self.ledger.limits.recent_answers])
+        else:
+            box = inbox(team, viewer, self.ledger.limits)
+            questions, answers = box.questions, box.answers
+            self._shown[(team.id, viewer.id)] = frozenset(e.id for e in questions)
+            durable = System(self.ledger.durable)
+            self._tell_desk(inbox_read_action(durable, team.id, viewer.id, self.ledger.clock()))
+        return {
+            "teamId": team.id,
+            "revision": team.revision,
+            "questions": [exchange_view(e) for e in questions],
+            "answers": [exchange_view(e) for e in answers],
+        }
+
+    async def status(self, request: Request) -> object:
+        team = self.access.team(request)
+        viewer = self.access.viewer(team, request)
+        question_id = request.opt_text("questionId")
+        if question_id is None:
+            return {
+                "teamId": team.id,
+                "revision": team.revision,
+                "exchanges": [exchange_view(e) for e in status(team, viewer)],
+            }
+        exchange = visible_exchange(team, viewer, question_id)
+        if isinstance(exchange, Rejected):
+            raise rejected_error(exchange)
+        if viewer is not None:
+            self._answer_seen(team, viewer, exchange)
+        return exchange_view(exchange)
+
+    async def delivery_check(self, request: Request) -> object:
+        """Ask the destination's desk itself what became of a question's notice (or with notice "answer", of
+        its continuation), through the relay for a member on a paired machine. What it says is recorded as
+        its report, so a stale owner's view heals; nothing is ever sent again."""
+        team = self.access.team(request)
+        question_id = request.text("questionId")
+        notice_kind = request.opt_text("notice") or NoticeKind.QUESTION.value
+        if notice_kind not in (NoticeKind.QUESTION.value, NoticeKind.ANSWER.value):
+            raise ActionError(BAD_REQUEST, f'notice is "question" or "answer", not {notice_kind!r}')
+        kind = NoticeKind(notice_kind)
+        exchange = team.exchanges.get(question_id)
+        if exchange is None:
+            raise ActionError(E.NOT_FOUND.value, f"no {kind} notice of question {question_id!r}")
+        member = team.members[exchange.to if kind is NoticeKind.QUESTION else exchange.from_]
+        notice = notice_id(team.id, exchange.id, kind)
+        checked: dict[str, Any] = {"noticeId": notice, "machineId": member.machine_id}
+        destination = self.router.destination(member.machine_id)
+        if destination is None:
+            return {**checked, "asked": False, "error": UNPAIRED, "detail": "that machine is not paired"}
+        try:
+            reports = await destination.status(team.id, [notice])
+        except (RemoteUnavailable, RemoteRefused) as error:
+            return {**checked, "asked": False, "error": error.code, "detail": error.detail}
+        except RemoteUncertain as error:
+            return {**checked, "asked": False, "error": "uncertain", "detail": str(error)}
+        for report in reports:
+            await self.ledger.report(report)
+        held = next(iter(reports), None)
+        delivery = None if held is None else {"state": held.state, "reason": held.reason}
+        return {**checked, "asked": True, "held": held is not None, "delivery": delivery}
+
+    async def wait(self, request: Request) -> object:
+        seconds = request.opt_number("seconds")
+        seconds = DEFAULT_WAIT_SECONDS if seconds is None else seconds
+        if not 0 <= seconds <= MAX_WAIT_SECONDS:
+            detail = f"wait seconds must be 0 to {MAX_WAIT_SECONDS:g}"
+            raise ActionError(E.BOUND_EXCEEDED.value, detail, bound="wait_seconds")
+        question_id = request.text("questionId")
+        clock = self.ledger.clock
+        since = clock()
+        until = since + round(seconds * 1000)
+        while True:
+            team = self.access.team(request)
+            viewer = self.access.viewer(team, request)
+            exchange = visible_exchange(team, viewer, question_id)
+            if isinstance(exchange, Rejected):
+                raise rejected_error(exchange)
+            waiter = waiter_for(team, viewer, exchange)
+            seen = self._shown.get((team.id, waiter), frozenset())
+            decision = decide_wait(team, waiter, exchange, clock(), until, since=since, seen=seen)
+            if decision is not None:
+                if viewer is not None:
+                    self._answer_seen(team, viewer, decision.exchange)
+                    if decision.incoming:  # the waiter read these questions in the reply
+                        ids = tuple(notice_id(team.id, e.id, NoticeKind.QUESTION) for e in decision.incoming)
+                        self._tell_desk(AtDesk(viewer.machine_id, d.InboxRead(clock(), ids)))
+                        self._shown[(team.id, viewer.id)] = frozenset(e.id for e in decision.incoming)
+                return {
+                    "reason": decision.reason.value,
+                    "exchange": exchange_view(decision.exchange),
+                    "incoming": [exchange_view(e) for e in decision.incoming],
+                    "news": list(decision.news),
+                }
+            changed = self.ledger.changed(team.id)
+            with trio.move_on_after(max(0, until - clock() + 1) / 1000):
+                await changed.wait()
