@@ -11,11 +11,16 @@ from typing import Annotated, Any
 
 import typer
 
+from harness.models.board_world import BoardProtocol
 from harness.models.checker import Counterexample, Result, explore, simulate
 from harness.models.emit import regression_test
-from harness.models.mutants import MUTANTS
-from harness.models.scenarios import SCENARIOS, WorldModel
+from harness.models.mutants import BOARD_MUTANTS, MUTANTS
+from harness.models.scenarios import BOARD_SCENARIOS, SCENARIOS, BoardModel, WorldModel
 from harness.models.world import Protocol
+
+Model = WorldModel | BoardModel
+ALL_SCENARIOS: dict[str, Model] = {**SCENARIOS, **BOARD_SCENARIOS}
+ALL_MUTANTS: dict[str, Protocol | BoardProtocol] = {**MUTANTS, **BOARD_MUTANTS}
 
 
 def check_command(
@@ -44,23 +49,24 @@ def check_command(
     if list_only:
         _list(json_out)
         return
-    names = scenarios or list(SCENARIOS)
-    unknown = [name for name in names if name not in SCENARIOS]
-    if unknown or (mutant is not None and mutant not in MUTANTS):
+    names = scenarios or list(ALL_SCENARIOS)
+    unknown = [name for name in names if name not in ALL_SCENARIOS]
+    if unknown or (mutant is not None and mutant not in ALL_MUTANTS):
         bad = ", ".join(unknown) if unknown else f"mutant {mutant}"
         typer.echo(f"error: unknown {bad}; `harness check --list` shows what exists", err=True)
         raise typer.Exit(2)
     reports: list[dict[str, Any]] = []
-    failed: tuple[WorldModel, Counterexample] | None = None
+    failed: tuple[Model, Counterexample] | None = None
     for name in names:
-        model = SCENARIOS[name]
-        if mutant is not None:
-            model = model.with_protocol(MUTANTS[mutant])
+        model = _with_mutant(ALL_SCENARIOS[name], mutant)
+        if model is None:  # a team mutant says nothing about a board scenario, and the other way round
+            continue
         depth = max_depth if max_depth is not None else model.max_depth
-        if simulate_mode:
-            result = simulate(model, seed, steps, depth)
+        progress = None if json_out else _progress
+        if isinstance(model, BoardModel):  # two state types: each call is typed on its own
+            result = simulate(model, seed, steps, depth) if simulate_mode else explore(model, depth, progress)
         else:
-            result = explore(model, depth, progress=None if json_out else _progress)
+            result = simulate(model, seed, steps, depth) if simulate_mode else explore(model, depth, progress)
         report = _report(result, depth, simulate_mode)
         reports.append(report)
         if not json_out:
@@ -77,6 +83,16 @@ def check_command(
     if json_out:
         typer.echo(json.dumps({"ok": failed is None, "mutant": mutant, "scenarios": reports}, indent=2))
     raise typer.Exit(1 if failed is not None else 0)
+
+
+def _with_mutant(model: Model, mutant: str | None) -> Model | None:
+    """`model` running mutant `mutant` (None: the real reducers); None when the mutant is of the other
+    machine (a team mutant cannot run in a board scenario)."""
+    if mutant is None:
+        return model
+    if isinstance(model, BoardModel):
+        return model.with_protocol(BOARD_MUTANTS[mutant]) if mutant in BOARD_MUTANTS else None
+    return model.with_protocol(MUTANTS[mutant]) if mutant in MUTANTS else None
 
 
 def _progress(result: Result) -> None:
@@ -145,7 +161,9 @@ def _shown(value: str | None) -> str:
     return "-" if value is None else value
 
 
-def _describe(protocol: Protocol) -> str:
+def _describe(protocol: Protocol | BoardProtocol) -> str:
+    if isinstance(protocol, BoardProtocol):
+        return (protocol.description or protocol.step.__doc__ or "").strip()
     return (protocol.description or protocol.step.__doc__ or protocol.decide_wait.__doc__ or "").strip()
 
 
@@ -154,16 +172,16 @@ def _list(json_out: bool) -> None:
         typer.echo(
             json.dumps(
                 {
-                    "scenarios": {name: model.description for name, model in SCENARIOS.items()},
-                    "mutants": {name: _describe(protocol) for name, protocol in MUTANTS.items()},
+                    "scenarios": {name: model.description for name, model in ALL_SCENARIOS.items()},
+                    "mutants": {name: _describe(protocol) for name, protocol in ALL_MUTANTS.items()},
                 },
                 indent=2,
             )
         )
         return
     typer.echo("scenarios:")
-    for name, model in SCENARIOS.items():
+    for name, model in ALL_SCENARIOS.items():
         typer.echo(f"  {name}: {model.description}")
     typer.echo("mutants:")
-    for name in MUTANTS:
+    for name in ALL_MUTANTS:
         typer.echo(f"  {name}")

@@ -57,7 +57,7 @@ class Agent:
     def handle(self, notice: str) -> None:
         self.say(f"{DIM}thinking…{RESET}")
         time.sleep(0.3)  # a turn takes a moment; the pane shows no prompt meanwhile (busy)
-        use = re.search(r"Use: (harness team .*?) members \|", notice)
+        use = re.search(r"Use: (\S*harness team .*?) members \|", notice)
         question = re.search(r"Question (\S+) from (\S+):", notice)
         answered = re.search(r"(\S+) answered your question (\S+):\n(.*?)\n", notice + "\n", re.S)
         if use:

@@ -17,7 +17,7 @@ def regression_test(scenario: str, counterexample: Counterexample, mutant: str |
 from __future__ import annotations
 
 from harness.models.checker import Model, Violation, replay
-from harness.models.scenarios import SCENARIOS
+from harness.models.scenarios import BOARD_SCENARIOS, SCENARIOS
 
 SCENARIO = {scenario!r}
 LABELS = [
@@ -30,5 +30,6 @@ def check(model: Model[object]) -> list[Violation]:
 
 
 def test_{slug}() -> None:
-    assert check(SCENARIOS[SCENARIO]) == []
+    model = SCENARIOS[SCENARIO] if SCENARIO in SCENARIOS else BOARD_SCENARIOS[SCENARIO]
+    assert check(model) == []
 """

@@ -8,6 +8,7 @@ from collections.abc import Callable, Collection
 import attrs
 from immutables import Map
 
+from harness.core import board as b
 from harness.core import delivery as d
 from harness.core.commands import Ask, Reply, Tick
 from harness.core.errors import ErrorCode, Rejected
@@ -20,6 +21,7 @@ from harness.core.system import Action, AtDesk, System, desk_command
 from harness.core.team import answer_notice
 from harness.core.values import replace
 
+from .board_world import BOARD_REAL, BoardProtocol
 from .link import Transport
 from .world import REAL, Protocol, real_step_system
 
@@ -230,4 +232,85 @@ CAUGHT_BY: dict[str, str] = {
     "serve-retried-request-again": "two-machines-lossy-link",
     "send-before-answer": "two-machines-lossy-link",
     "accept-out-of-grant-submit": "two-machines-hostile-peer",
+}
+
+
+# --- the board (core/board.py) ------------------------------------------------------------------------------
+# Each wraps the real board reducer: where the real one refuses or answers, the broken one lets the reducer
+# act on the board a plausible bug would have seen, so the result is otherwise a well-formed board (its
+# measure, revision and operations right) and only the broken rule's invariant can notice.
+
+
+def _steal_claim(board: b.Board, command: b.BoardCommand, limits: b.BoardLimits) -> b.BoardOutcome:
+    """A claim on a task another member holds takes it over: the claim rule forgets the claimant."""
+    outcome = b.step(board, command, limits)
+    if not (isinstance(outcome, Rejected) and isinstance(command, b.Claim)):
+        return outcome
+    task = board.tasks.get(command.task_id)
+    if task is None or task.claimant in (None, command.actor):
+        return outcome
+    return b.step(_with_record(board, "tasks", task.id, replace(task, claimant=None)), command, limits)
+
+
+def _claim_unfinished_dependency(
+    board: b.Board, command: b.BoardCommand, limits: b.BoardLimits
+) -> b.BoardOutcome:
+    """A task whose dependencies are unfinished can be claimed, and is then ready: the claim skips the
+    transition table for a pending task."""
+    outcome = b.step(board, command, limits)
+    if not (isinstance(outcome, Rejected) and isinstance(command, b.Claim)):
+        return outcome
+    task = board.tasks.get(command.task_id)
+    if task is None or task.state is not b.TaskState.PENDING:
+        return outcome
+    ready = replace(task, state=b.TaskState.READY)
+    return b.step(_with_record(board, "tasks", task.id, ready), command, limits)
+
+
+def _advance_unread_offset(board: b.Board, command: b.BoardCommand, limits: b.BoardLimits) -> b.BoardOutcome:
+    """An unreadOnly read moves nextOffset past the page it returned, as a read of the whole mailbox does,
+    though the page's notes have left the unread set: the notes that moved up into the gap are skipped."""
+    outcome = b.step(board, command, limits)
+    if not (
+        isinstance(command, b.ReadMessages)
+        and command.unread_only
+        and isinstance(outcome, Accepted)
+        and isinstance(outcome.result, b.Page)
+        and outcome.result.next_offset is not None
+    ):
+        return outcome
+    page = replace(outcome.result, next_offset=command.offset + len(outcome.result.notes))
+    reader = command.actor if command.actor is not None else command.member
+    member = outcome.state.members[reader or ""]
+    if member.last_read is None or member.last_read.op != command.op:
+        return attrs.evolve(outcome, result=page)
+    receipt = replace(member.last_read, next_offset=page.next_offset)  # so a retry repeats the same page
+    state = _with_record(outcome.state, "members", member.id, replace(member, last_read=receipt))
+    return attrs.evolve(outcome, state=state, result=page)
+
+
+def _with_record(board: b.Board, field: str, key: str, record: object) -> b.Board:
+    """`board` with `record` filed under `key`, its state measure kept right (B7), so the forged board differs
+    from the real one only in the rule the mutant breaks."""
+    records: Map[str, object] = getattr(board, field)
+    return replace(
+        board,
+        **{field: records.set(key, record), "bytes": board.bytes + b.weight(record) - b.weight(records[key])},
+    )
+
+
+BOARD_MUTANTS: dict[str, BoardProtocol] = {
+    protocol.name: protocol
+    for protocol in (
+        attrs.evolve(BOARD_REAL, name="steal-claim", step=_steal_claim),
+        attrs.evolve(BOARD_REAL, name="claim-unfinished-dependency", step=_claim_unfinished_dependency),
+        attrs.evolve(BOARD_REAL, name="advance-unread-offset", step=_advance_unread_offset),
+    )
+}
+
+# Where each board mutant is caught, and by which property (the test suite checks both).
+BOARD_CAUGHT_BY: dict[str, tuple[str, str]] = {
+    "steal-claim": ("board-claim-race", "B11"),
+    "claim-unfinished-dependency": ("board-dependency-chain", "B2"),
+    "advance-unread-offset": ("board-paging-reader", "paging-skips-no-note"),
 }

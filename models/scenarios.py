@@ -1,6 +1,7 @@
 # The shipped scenarios: small worlds whose every interleaving the checker explores. Each one stresses a part
 # of team.v1 the seed names: mutual asks, parent chains, delivery across a crash, pause/resume/cancel races,
-# and the mutual wait that must never deadlock. Maintainers add one here to check a protocol change.
+# and the mutual wait that must never deadlock; and the board's races: two claims on one task, a dependency
+# chain worked out of order, a reader paging while notes arrive. Maintainers add one here to check a change.
 from __future__ import annotations
 
 import functools
@@ -8,8 +9,22 @@ from collections.abc import Hashable, Iterator, Sequence
 
 import attrs
 
+from harness.core import board as b
 from harness.core import delivery as d
+from harness.core.board_invariants import board_violations
 
+from .board_world import (
+    BOARD_ALWAYS,
+    BOARD_REAL,
+    PAGING,
+    BoardConfig,
+    BoardProtocol,
+    BoardWorld,
+    PlannedTask,
+    board_successors,
+    describe_board_world,
+    initial_board_world,
+)
 from .checker import Transition, Violation
 from .hostile import HostilePeer
 from .link import LinkBounds
@@ -205,6 +220,95 @@ SCENARIOS: dict[str, WorldModel] = {
             max_depth=40,  # exhausted at depth 17: ~72k states
             always_properties=ALWAYS + LINK_ALWAYS + HOSTILE_ALWAYS,
             eventually_properties=EVENTUALLY + LINK_EVENTUALLY,
+        ),
+    )
+}
+
+
+@attrs.frozen
+class BoardModel:
+    """A board scenario bound to a board reducer (the real one, or a mutant): what `checker.explore` runs."""
+
+    name: str
+    description: str
+    config: BoardConfig
+    max_depth: int
+    protocol: BoardProtocol = BOARD_REAL
+    always_properties: tuple[str, ...] = BOARD_ALWAYS
+    eventually_properties: tuple[str, ...] = ()
+
+    def initial(self) -> BoardWorld:
+        return initial_board_world(self.config, self.protocol)
+
+    def successors(self, state: BoardWorld) -> Iterator[Transition[BoardWorld]]:
+        return board_successors(state, self.config, self.protocol)
+
+    def always(self, state: BoardWorld) -> Sequence[Violation]:
+        return board_violations(state.board, self.config.limits)
+
+    def eventually(self, state: BoardWorld) -> Sequence[Violation]:
+        return ()
+
+    def canonical(self, state: BoardWorld) -> Hashable:
+        return state
+
+    def describe(self, state: BoardWorld) -> dict[str, str]:
+        return describe_board_world(state)
+
+    def with_protocol(self, protocol: BoardProtocol) -> BoardModel:
+        return attrs.evolve(self, protocol=protocol)
+
+
+DEV = b.Addressee(b.AddresseeKind.ROLE, "dev")
+
+# Kept apart from SCENARIOS: a board scenario runs a board reducer, not the team protocol (see cli/check.py).
+BOARD_SCENARIOS: dict[str, BoardModel] = {
+    model.name: model
+    for model in (
+        BoardModel(
+            "board-claim-race",
+            "m0 and m1, both holding the dev role, race to claim task t1 that is for dev, while m2, who does "
+            "not hold it, tries too; each may start, complete and release it, and the owner may release a "
+            "claim naming either of them or cancel the task.",
+            BoardConfig(
+                members=("m0", "m1", "m2"),
+                roles=(("dev", ("m0", "m1")),),
+                tasks=(PlannedTask("t1", owner=DEV),),
+                workers=("m0", "m1", "m2"),
+                owner_releases=True,
+                owner_cancels=True,
+                attempts=2,
+            ),
+            max_depth=40,
+        ),
+        BoardModel(
+            "board-dependency-chain",
+            "t3 depends on t2, which depends on t1; m0 and m1 try to claim, start, complete and release each "
+            "of them in any order, the later ones before the earlier are done, and the owner may cancel any "
+            "of them.",
+            BoardConfig(
+                members=("m0", "m1"),
+                tasks=(PlannedTask("t1"), PlannedTask("t2", ("t1",)), PlannedTask("t3", ("t2",))),
+                workers=("m0", "m1"),
+                owner_cancels=True,
+            ),
+            max_depth=40,
+        ),
+        BoardModel(
+            "board-paging-reader",
+            "s sends r four notes one at a time while r pages its mailbox two notes a page, with "
+            "unreadOnly or without, following each page's nextOffset until it is None, then starting again: "
+            "every pass must show r every note it had not read before the pass.",
+            BoardConfig(
+                members=("r", "s"),
+                sender="s",
+                reader="r",
+                notes=4,
+                reads=6,
+                limits=b.BoardLimits(page_notes=2),
+            ),
+            max_depth=40,
+            always_properties=(*BOARD_ALWAYS, PAGING),
         ),
     )
 }
