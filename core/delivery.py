@@ -61,6 +61,7 @@ class Observed(enum.StrEnum):
     DRAFT = "draft"
     DIALOG = "dialog"
     OFFLINE = "offline"
+    SETTLING = "settling"  # idle, but not held still long enough yet (an attach, a draft that just left)
 
 
 class WriteResult(enum.StrEnum):
@@ -77,6 +78,7 @@ class Reason(enum.StrEnum):
     DIALOG = "dialog"
     PRESSURE = "pressure"  # behind another notice of the same session
     UNOBSERVED = "unobserved"  # no fresh, settled idle observation of the session yet
+    SETTLING = "settling"  # its terminal looks idle but has not held still long enough yet
     READY = "ready"  # the session is freshly idle: a write is due
     # held
     PAUSED = "paused"
@@ -180,6 +182,7 @@ OBSERVATION_REASON: Mapping[Observed, Reason] = {
     Observed.DRAFT: Reason.DRAFT,
     Observed.DIALOG: Reason.DIALOG,
     Observed.OFFLINE: Reason.OFFLINE,
+    Observed.SETTLING: Reason.SETTLING,
 }
 
 _FINISH_EVENT: Mapping[WriteResult, DeliveryEvent] = {
@@ -396,7 +399,8 @@ DeskCommand = (
 
 @attrs.frozen
 class WriteDue:
-    """The session looks safe and `notice_id` is next: recheck the terminal now and report WriteStarted."""
+    """The session looks safe and `notice_id` is next: look once more at the write boundary and report that
+    look, as WriteStarted when idle and as Observe otherwise (the notice then waits with its reason)."""
 
     agent_id: str
     notice_id: str

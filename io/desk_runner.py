@@ -10,9 +10,12 @@
 # - On start the desk is replayed and told `Restart`: a write that was in flight becomes `unconfirmed` and is
 #   never retried; queued work waits for a fresh look at its terminal.
 # - The runner loop looks at agents that have queued work, feeds `Observe` only when what it saw differs from
-#   the desk's latest look (or that look is no longer a fresh idle), rechecks the screen at the write boundary
-#   on `WriteDue`, and afterwards watches for the agent's turn on what it wrote.
-# - A notice is handed to `Terminals.write` at most once per process (asserted), and only after the desk
+#   the desk's latest look (or that look is no longer a fresh idle), and on `WriteDue` asks the terminal to
+#   write. The terminal's own last look before the paste is the write boundary: the runner hands it to the
+#   desk as `WriteStarted` when idle (the paste goes ahead only once that is durable) and as `Observe`
+#   otherwise, so a write refused there never left `queued`: it waits with the reason that look saw. After a
+#   write the runner watches for the agent's turn on what it wrote.
+# - A notice's licence to paste is granted at most once per process (asserted), and only after the desk
 #   durably accepted its `WriteStarted`; the desk's own state makes it at most once ever.
 from __future__ import annotations
 
@@ -42,6 +45,7 @@ OBSERVED: dict[ScreenState, d.Observed] = {
     ScreenState.DIALOG: d.Observed.DIALOG,
     ScreenState.OFFLINE: d.Observed.OFFLINE,
     ScreenState.STARTING: d.Observed.BUSY,
+    ScreenState.SETTLING: d.Observed.SETTLING,
 }
 
 # Notices whose write may have landed: the runner watches for the agent's turn on them.
@@ -116,7 +120,7 @@ class DeskRunner:
         self.machine_id = machine_id
         self.desk = d.empty_desk(machine_id)  # durable: only `apply` replaces it, after the append
         self.unavailable: str | None = None  # why the desk is stopped (corrupt or failed store)
-        self.writes = 0  # terminal writes begun by this process (tests and logs)
+        self.writes = 0  # terminal writes licensed by this process (tests and logs)
         self._home = home
         self._report = report
         self._terminals = terminals
@@ -131,9 +135,10 @@ class DeskRunner:
         self._lock = trio.Lock()
         self._last_at = 0
         self._wake = trio.Event()
-        self._due: set[str] = set()  # agents whose next notice is due: recheck at the write boundary
+        self._due: set[str] = set()  # agents whose next notice is due: ask their terminal to write it
+        self._attempts: set[str] = set()  # agents whose terminal is at the write boundary now
         self._relook: set[str] = set()  # agents whose next look is fed to the desk whatever it shows
-        self._written: set[str] = set()  # notices handed to Terminals.write by this process
+        self._written: set[str] = set()  # notices licensed to be pasted by this process
         self._watches: dict[str, _Watch] = {}  # written notices whose agent turn is awaited
         self._writes: trio.Nursery | None = None
         self._loop_scope = trio.CancelScope()
@@ -230,8 +235,7 @@ class DeskRunner:
                 self._due.add(effect.agent_id)
                 self._wake.set()
             elif isinstance(effect, d.WriteNotice):
-                assert self._writes is not None
-                self._writes.start_soon(self._write, effect)
+                pass  # the licence the terminal is waiting for at the write boundary (see `_write`)
             else:
                 assert isinstance(effect, d.ArmDeskTimer)
                 self._wake.set()  # the loop sleeps until the desk's earliest timer
@@ -289,7 +293,8 @@ class DeskRunner:
                 await self._recheck(agent_id)
             waiting = self._waiting_agents()
             for agent_id in waiting:
-                if agent_id not in rechecked:  # a refused recheck waits a poll: no hot loop on one agent
+                # A refused write waits a poll (no hot loop on one agent); one at its boundary looks itself.
+                if agent_id not in rechecked and agent_id not in self._attempts:
                     await self._look(agent_id)
             await self._watch_turns()
             delay = self._timing.poll_ms if waiting or self._watches else math.inf
@@ -332,37 +337,53 @@ class DeskRunner:
             await self.apply(d.Observe(0, agent_id, observed))
 
     async def _recheck(self, agent_id: str) -> None:
-        """The write boundary: look once more and start the write only on what this look saw."""
+        """A write is due: the terminal looks once more at the write boundary and writes only on that look."""
         session = self.desk.sessions.get(agent_id)
-        if session is None or session.writing is not None or not session.queue:
+        if session is None or session.writing is not None or not session.queue or agent_id in self._attempts:
             return
-        screen = await self._screen(agent_id)
-        observed = OBSERVED[screen.state]
-        if observed is not d.Observed.IDLE:
-            await self.apply(d.Observe(0, agent_id, observed))
-            return
-        session = self.desk.sessions[agent_id]  # the look awaited: the desk may have moved on
-        if session.writing is not None or not session.queue:
-            return
-        started = await self.apply(d.WriteStarted(0, session.queue[0], observed, screen.at_ms))
-        if isinstance(started, Rejected):
-            self._relook.add(agent_id)  # the desk wants a newer look; the next one is fed to it
-
-    async def _write(self, effect: d.WriteNotice) -> None:
-        assert effect.notice_id not in self._written, f"notice {effect.notice_id!r} would be written twice"
-        self._written.add(effect.notice_id)
         terminals = self._terminals
-        assert terminals is not None, "the desk licensed a write on a machine without terminals"
-        self.writes += 1
+        if terminals is None or agent_id not in terminals.agents():
+            await self.apply(d.Observe(0, agent_id, OBSERVED[(await self._screen(agent_id)).state]))
+            return
+        notice = self.desk.notices[session.queue[0]]
+        assert self._writes is not None
+        self._attempts.add(agent_id)
+        self._writes.start_soon(self._write, terminals, notice)
+
+    async def _write(self, terminals: Terminals, notice: d.Notice) -> None:
+        agent_id, notice_id = notice.agent_id, notice.id
+        licensed = False
+
+        async def licence(screen: Screen) -> bool:
+            """The terminal's last look before the paste: a write starts on it, or the notice waits on it."""
+            nonlocal licensed
+            observed = OBSERVED[screen.state]
+            if observed is not d.Observed.IDLE:
+                await self.apply(d.Observe(0, agent_id, observed))
+                return False
+            started = await self.apply(d.WriteStarted(0, notice_id, observed, screen.at_ms))
+            if isinstance(started, Rejected):
+                self._relook.add(agent_id)  # the desk wants a newer look; the next one is fed to it
+                return False
+            assert notice_id not in self._written, f"notice {notice_id!r} would be written twice"
+            self._written.add(notice_id)
+            self.writes += 1
+            licensed = True
+            return True
+
         try:
-            outcome = await terminals.write(effect.agent_id, effect.text)
-        except Exception as error:  # bytes may have reached the terminal: uncertain, never retried
-            self._log(f"writing notice {effect.notice_id!r} to agent {effect.agent_id!r} failed: {error!r}")
+            outcome = await terminals.write(agent_id, notice.text, licence)
+        except Exception as error:  # once licensed, bytes may have reached the terminal: never retried
+            self._log(f"writing notice {notice_id!r} to agent {agent_id!r} failed: {error!r}")
             outcome = WriteOutcome.UNCERTAIN
-        finished = await self.apply(d.WriteFinished(0, effect.notice_id, d.WriteResult(outcome.value)))
-        if isinstance(finished, Accepted) and outcome is not WriteOutcome.FAILED:
-            until = self._clock() + self._timing.turn_watch_ms
-            self._watches[effect.notice_id] = _Watch(effect.agent_id, effect.text, until)
+            self._relook.add(agent_id)
+        finally:
+            self._attempts.discard(agent_id)
+        if licensed:
+            finished = await self.apply(d.WriteFinished(0, notice_id, d.WriteResult(outcome.value)))
+            if isinstance(finished, Accepted) and outcome is not WriteOutcome.FAILED:
+                until = self._clock() + self._timing.turn_watch_ms
+                self._watches[notice_id] = _Watch(agent_id, notice.text, until)
         self._wake.set()
 
     async def _watch_turns(self) -> None:

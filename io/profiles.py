@@ -256,6 +256,12 @@ class Profile:
     finished: re.Pattern[str]  # a line that shows a turn ended (for turn_matches)
     needs_shell_check: bool = True  # a shell prompt where the composer should be means the engine quit
     loading: re.Pattern[str] | None = None  # a header line that says the engine is still starting
+    # After a person's draft left the composer, the empty prompt is no licence until it held still: for
+    # `human_pause` seconds when the draft vanished (cleared: its author may be retyping), for `turn_quiet`
+    # seconds when it shows above the composer (submitted: its turn may not have started yet). A turn seen
+    # meanwhile ends the wait; the prompt after that turn is idle as usual.
+    human_pause: float = 1.5
+    turn_quiet: float = 3.0
 
 
 def _nonblank(capture: Capture) -> list[int]:

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 import attrs
@@ -18,11 +18,14 @@ class ScreenState(enum.StrEnum):
     DIALOG = "dialog"
     OFFLINE = "offline"
     STARTING = "starting"  # the engine is not ready yet, or the profile is unsure: never a licence to write
+    # An idle screen that has not held still long enough yet (a fresh attach or restart, a draft that just
+    # left the composer): not busy, and not yet a licence to write either.
+    SETTLING = "settling"
 
 
 class WriteOutcome(enum.StrEnum):
     OK = "ok"  # pasted, Enter sent, and the prompt visibly took it
-    FAILED = "failed"  # nothing reached the terminal (no byte was sent)
+    FAILED = "failed"  # nothing reached the terminal (no byte was sent), licensed or not
     UNCERTAIN = "uncertain"  # bytes may have reached it but the submit could not be confirmed
 
 
@@ -34,6 +37,11 @@ class Screen:
     at_ms: int  # when the capture was taken (the daemon's clock, ms since the epoch)
     evidence: tuple[str, ...] = ()  # the lines that decided the state
     text: str = ""  # the plain capture, used to recognise the agent's turn on a written notice
+
+
+# The write boundary: told the last look before the paste, it says whether the paste may go ahead (the desk
+# durably accepted the write on exactly that look). Nothing is sent unless it returns True.
+Licence = Callable[[Screen], Awaitable[bool]]
 
 
 class Terminals(Protocol):
@@ -48,9 +56,12 @@ class Terminals(Protocol):
         """Capture and classify the agent's screen now (OFFLINE if the pane is gone)."""
         ...
 
-    async def write(self, agent_id: str, text: str) -> WriteOutcome:
-        """Paste `text` as one bracketed paste, press Enter once, confirm the submit. Called at most once per
-        notice, only after the desk accepted (durably) a WriteStarted for it."""
+    async def write(self, agent_id: str, text: str, licence: Licence | None = None) -> WriteOutcome:
+        """Look at the pane once more (the write boundary) and, only if that look is idle and `licence` (when
+        given) accepts it, paste `text` as one bracketed paste, press Enter once, confirm the submit. A look
+        that is not idle, or a refused licence, sends nothing: FAILED. The desk runner asks once per due
+        write; `licence` returns True at most once per notice (when the desk durably accepted its
+        WriteStarted on that look)."""
         ...
 
     async def turn_matches(self, agent_id: str, text: str) -> bool:

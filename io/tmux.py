@@ -5,8 +5,10 @@
 # session yet (creating one) and as the benchmark's baseline.
 #
 # `TmuxTerminals` implements the desk runner's `Terminals` port on top: capture + engine profile = a Screen;
-# a write rechecks idle right before it pastes, pastes once (load-buffer + bracketed paste-buffer), presses
-# Enter once as its own key, and confirms the submit from the screen. It never sends interrupt or cancel keys
+# an idle screen counts only once it held still (after an attach, or after a person's draft left the
+# composer); a write looks once more right before it pastes and hands that look to the desk's licence, pastes
+# once (load-buffer + bracketed paste-buffer), presses Enter once as its own key, and confirms the submit
+# from the screen. It never sends interrupt or cancel keys
 # and never clears, edits or submits a draft that is not exactly its own notice. Every look also asks tmux for
 # the pane's foreground program: while that is a plain shell the pane reads offline, so no paste and no Enter
 # reaches it (an agent program may exit back to its shell after registration); an inbox-only agent is never
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import subprocess
 import tempfile
@@ -34,10 +37,11 @@ from harness.io.profiles import (
     is_plain_shell,
     needle,
     parse_capture,
+    profile_for,
     squash,
     turn_shows,
 )
-from harness.io.terminal_port import Screen, ScreenState, WriteOutcome
+from harness.io.terminal_port import Licence, Screen, ScreenState, WriteOutcome
 
 if TYPE_CHECKING:  # the registry asks this module about panes; this module only reads its entries
     from harness.io.agents import AgentRegistry
@@ -338,6 +342,23 @@ class Look:
     raw: str
 
 
+_AFTER_DRAFT = {
+    False: "a person's draft left the prompt: they may be retyping",
+    True: "a person submitted their draft: waiting for its turn",
+}
+
+
+@attrs.define
+class _Stillness:
+    """Why an agent's idle screen is no licence yet, and since when it has not changed."""
+
+    need: float  # seconds the idle screen must hold unchanged
+    why: str
+    draft: str | None = None  # the person's draft that left the composer, if that is the reason
+    screen: str | None = None
+    since: float = 0.0
+
+
 def _offline(why: str, raw: str = "") -> Look:
     return Look(Observation(ScreenState.OFFLINE, False, False, False, (why,)), raw)
 
@@ -376,8 +397,9 @@ class TmuxTerminals:
         self._make_runner: Callable[[str], Runner] = runner or ControlRunner
         self._runners: dict[str, Runner] = {}
         self._locks: dict[str, trio.Lock] = {}
-        self._idle_since: dict[str, tuple[str, float]] = {}  # agent -> (idle screen, since) until settled
-        self._settled: set[str] = set()
+        self._attached: set[str] = set()  # agents looked at since their pane was last seen (not offline)
+        self._still: dict[str, _Stillness] = {}  # agents whose idle must hold still first
+        self._drafts: dict[str, str] = {}  # the person's draft last seen in an agent's composer
 
     @classmethod
     def from_registry(cls, registry: AgentRegistry) -> Self:
@@ -404,51 +426,77 @@ class TmuxTerminals:
     async def _look(self, entry: AgentTerminal, history: int = 0) -> Look:
         return await look(self._runner(entry.socket), entry, history=history)
 
-    def _settle(self, agent_id: str, look: Look) -> Observation:
-        """A fresh agent's idle reads `starting` until its screen stayed unchanged for `settle` seconds."""
-        observation = look.observation
-        if observation.state is ScreenState.OFFLINE:
-            self._settled.discard(agent_id)
-            self._idle_since.pop(agent_id, None)
+    def _steady(self, entry: AgentTerminal, look: Look) -> Observation:
+        """An idle screen reads `settling` until it held still: `settle` seconds after an attach (earlier
+        prompts get lost), the profile's pause after a person's draft left the composer (see Profile)."""
+        agent_id, observation = entry.agent_id, look.observation
+        state = observation.state
+        if state is ScreenState.OFFLINE:
+            self._attached.discard(agent_id)
+            self._still.pop(agent_id, None)
+            self._drafts.pop(agent_id, None)
             return observation
-        if agent_id in self._settled or observation.state is not ScreenState.IDLE:
-            if observation.state is not ScreenState.IDLE:
-                self._idle_since.pop(agent_id, None)
+        if agent_id not in self._attached:
+            self._attached.add(agent_id)
+            self._still[agent_id] = _Stillness(self.timing.settle, "a fresh attach: waiting for a still pane")
+        still = self._still.get(agent_id)
+        if state is ScreenState.DRAFT:
+            self._drafts[agent_id] = observation.prompt or ""
+        elif state in (ScreenState.BUSY, ScreenState.DIALOG):
+            self._drafts.pop(agent_id, None)  # a turn shows: a submitted draft was taken
+            if still is not None and still.draft is not None:
+                del self._still[agent_id]
+                still = None
+        if state is not ScreenState.IDLE:
+            if still is not None:
+                still.screen = None  # a screen that is not idle starts the wait again
+            return observation
+        left = self._drafts.pop(agent_id, None)
+        if left is not None:  # a person's draft left the composer: cleared, or submitted
+            still = self._still[agent_id] = _Stillness(still.need if still is not None else 0.0, "", left)
+        if still is None:
             return observation
         now = trio.current_time()
-        screen, since = self._idle_since.get(agent_id, (look.raw, now))
-        if screen != look.raw:
-            since = now
-        self._idle_since[agent_id] = (look.raw, since)
-        if now - since >= self.timing.settle:
-            self._settled.add(agent_id)
-            self._idle_since.pop(agent_id, None)
+        if still.draft is not None:  # submitted once it shows above the composer (an engine may draw it late)
+            profile = profile_for(entry.engine)
+            submitted = _shows_a_line_of(look.raw, still.draft)
+            still.need = max(still.need, profile.turn_quiet if submitted else profile.human_pause)
+            still.why = _AFTER_DRAFT[submitted]
+        if still.screen != look.raw:
+            still.screen, still.since = look.raw, now
+        if now - still.since >= still.need:
+            del self._still[agent_id]
             return observation
-        waited = f"idle for {now - since:.1f} s of {self.timing.settle:g} s: waiting for a stable screen"
-        return attrs.evolve(observation, state=ScreenState.STARTING, evidence=(*observation.evidence, waited))
+        waited = f"{still.why} (idle and unchanged for {now - still.since:.1f} s of {still.need:g} s)"
+        return attrs.evolve(observation, state=ScreenState.SETTLING, evidence=(*observation.evidence, waited))
+
+    async def _screen(self, entry: AgentTerminal) -> Screen:
+        at = self._now_ms()
+        look = await self._look(entry)
+        observation = self._steady(entry, look)
+        return Screen(observation.state, at, observation.evidence, _plain(look.raw))
 
     async def observe(self, agent_id: str) -> Screen:
         entry = self._entry(agent_id)
-        at = self._now_ms()
         if entry is None:
-            return Screen(ScreenState.OFFLINE, at, ("not registered on this machine",))
-        look = await self._look(entry)
-        observation = self._settle(agent_id, look)
-        return Screen(observation.state, at, observation.evidence, _plain(look.raw))
+            return Screen(ScreenState.OFFLINE, self._now_ms(), ("not registered on this machine",))
+        return await self._screen(entry)
 
-    async def write(self, agent_id: str, text: str) -> WriteOutcome:
+    async def write(self, agent_id: str, text: str, licence: Licence | None = None) -> WriteOutcome:
         entry = self._entry(agent_id)
         if entry is None:
             return WriteOutcome.FAILED
         lock = self._locks.setdefault(agent_id, trio.Lock())
         async with lock:
-            return await self._write(entry, text.rstrip("\n"))
+            return await self._write(entry, text.rstrip("\n"), licence)
 
-    async def _write(self, entry: AgentTerminal, text: str) -> WriteOutcome:
+    async def _write(self, entry: AgentTerminal, text: str, licence: Licence | None) -> WriteOutcome:
         timing = self.timing
-        before = self._settle(entry.agent_id, await self._look(entry))
-        if before.state is not ScreenState.IDLE:
-            return WriteOutcome.FAILED  # the recheck at the write boundary: nothing is sent
+        # The write boundary: this look is the last before the paste, and the one the licence is asked on.
+        before = await self._screen(entry)
+        allowed = licence is None or await licence(before)
+        if not allowed or before.state is not ScreenState.IDLE:
+            return WriteOutcome.FAILED  # nothing is sent
         runner = self._runner(entry.socket)
         try:
             await paste(runner, entry.target, text)
@@ -502,6 +550,19 @@ class TmuxTerminals:
 
 def _plain(raw: str) -> str:
     return "\n".join(parse_capture(raw).texts)
+
+
+_LEAD = re.compile(r"^[\W_]+")  # prompt signs, box edges and bullets before a transcript line's text
+
+
+def _shows_a_line_of(raw: str, draft: str) -> bool:
+    """Whether a line on screen starts with the draft (after its prompt sign or box edge): how a submitted
+    message shows in each engine's transcript. A short remnant of a draft erased key by key rarely does."""
+    texts = parse_capture(raw).texts
+    key = _LEAD.sub("", needle(draft))
+    if not key:  # a draft of signs only: anywhere on screen
+        return needle(draft) in " ".join(" ".join(texts).split())
+    return any(_LEAD.sub("", " ".join(line.split())).startswith(key) for line in texts)
 
 
 def _spoiled(look: Look, text: str) -> bool:

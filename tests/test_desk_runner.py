@@ -16,7 +16,7 @@ from harness.io.daemon import Daemon, now_ms
 from harness.io.desk_runner import RunnerTiming
 from harness.io.journal import delivery_store_dir
 from harness.io.team_delivery import DeliveryReport
-from harness.io.terminal_port import Screen, ScreenState, WriteOutcome
+from harness.io.terminal_port import Licence, Screen, ScreenState, WriteOutcome
 from tests.test_daemon import SMALL, Api, running, team_with_keys
 
 LIMITS = attrs.evolve(SMALL, write_settle_ms=50)
@@ -30,12 +30,12 @@ class FakeTerminals:
     def __init__(self, screens: dict[str, ScreenState]) -> None:
         self.screens = screens
         self.script: dict[str, list[ScreenState]] = {}
+        self.boundary: dict[str, ScreenState] = {}  # what the next write's own last look sees, once
         self.writes: list[tuple[str, str]] = []
         self.unsafe: list[tuple[str, ScreenState]] = []  # writes that met a screen other than idle
         self.turned: set[str] = set()  # agents whose screen shows a turn on what was written
         self.gate: trio.Event | None = None  # when set up, a write waits for it
         self.writing = trio.Event()
-        self.shown: dict[str, ScreenState] = {}  # what the latest look returned
 
     def agents(self) -> Sequence[str]:
         return list(self.screens)
@@ -43,12 +43,18 @@ class FakeTerminals:
     async def observe(self, agent_id: str) -> Screen:
         script = self.script.get(agent_id)
         state = script.pop(0) if script else self.screens[agent_id]
-        self.shown[agent_id] = state
         return Screen(state, now_ms(), (f"scripted {state}",), "")
 
-    async def write(self, agent_id: str, text: str) -> WriteOutcome:
-        if self.shown.get(agent_id) is not S.IDLE:
-            self.unsafe.append((agent_id, self.shown.get(agent_id, S.OFFLINE)))
+    async def write(self, agent_id: str, text: str, licence: Licence | None = None) -> WriteOutcome:
+        """As TmuxTerminals: one more look right before the paste, and the paste only on its licence."""
+        if agent_id in self.boundary:
+            self.script.setdefault(agent_id, []).insert(0, self.boundary.pop(agent_id))
+        screen = await self.observe(agent_id)
+        allowed = licence is None or await licence(screen)
+        if allowed and screen.state is not S.IDLE:
+            self.unsafe.append((agent_id, screen.state))
+        if not allowed or screen.state is not S.IDLE:
+            return WriteOutcome.FAILED
         self.writes.append((agent_id, text))
         self.writing.set()
         if self.gate is not None:
@@ -139,6 +145,7 @@ async def test_never_written_while_busy_draft_dialog_or_starting(tmp_path: Path)
             (S.DRAFT, "draft"),
             (S.DIALOG, "dialog"),
             (S.STARTING, "busy"),
+            (S.SETTLING, "settling"),
         ):
             fake.screens["agent-bob"] = state
             await until(lambda r=reason: is_(intro(daemon, "bob"), "queued", r))

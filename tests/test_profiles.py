@@ -18,6 +18,7 @@ from harness.io.profiles import (
     ENGINES,
     PROFILES,
     PaneInfo,
+    Profile,
     classify,
     draft_is,
     is_plain_shell,
@@ -266,6 +267,18 @@ def test_gemini_trust_dialog() -> None:
         ["╭──╮", "│ Do you trust the files in this folder? │", "│ ● 1. Trust folder │", "╰──╯"]
     )
     assert classify("gemini", screen).state is DIALOG
+
+
+# --- after a person's draft -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("profile", PROFILES.values(), ids=list(PROFILES))
+def test_every_profile_gives_a_person_a_pause_and_a_submitted_draft_its_turn(profile: Profile) -> None:
+    """team.v1: "Never send interrupt/cancel keys or overwrite a human draft. Wait while a member is working."
+    A cleared draft's author may be retyping (a human pause, about 1.5 s), and a submitted draft's turn may
+    show late: the quiet period for it is at least as long as the pause (io/tmux.py applies both)."""
+    assert 1.0 <= profile.human_pause <= 2.0
+    assert profile.turn_quiet >= profile.human_pause
 
 
 # --- the generic prompt: shell-capable agent programs and scripted agents ----------------------------------

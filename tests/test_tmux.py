@@ -175,7 +175,7 @@ async def test_observe_follows_the_fake_engine(tui: Pane) -> None:
     assert (await tui.terminals.observe("nobody")).state is ScreenState.OFFLINE
 
 
-async def test_fresh_agent_reads_starting_until_its_idle_screen_settles(server: str, tmp_path: Path) -> None:
+async def test_fresh_agent_reads_settling_until_its_idle_screen_settles(server: str, tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "control")
     command = [
         sys.executable,
@@ -192,7 +192,7 @@ async def test_fresh_agent_reads_starting_until_its_idle_screen_settles(server: 
             while not seen or seen[-1] is not ScreenState.IDLE:
                 seen.append((await pane.terminals.observe("a")).state)
                 await trio.sleep(0.05)
-        assert ScreenState.STARTING in seen
+        assert ScreenState.SETTLING in seen and ScreenState.BUSY not in seen
         assert await pane.terminals.write("a", "late") is WriteOutcome.OK
     finally:
         await pane.terminals.aclose()
@@ -302,8 +302,8 @@ async def test_finding1_a_bash_pane_is_never_written_to(server: str, tmp_path: P
             while "agent$" not in await capture(ProcessRunner(server), pane.target):
                 await trio.sleep(0.02)
         before = await capture(ProcessRunner(server), pane.target)
-        with trio.fail_after(DEADLINE):  # past the settle time in which any fresh pane reads `starting`
-            while (screen := await pane.terminals.observe("a")).state is ScreenState.STARTING:
+        with trio.fail_after(DEADLINE):  # past the settle time in which any fresh pane reads `settling`
+            while (screen := await pane.terminals.observe("a")).state is ScreenState.SETTLING:
                 await trio.sleep(0.02)
         assert screen.state is ScreenState.OFFLINE and "foreground program is bash" in screen.evidence[0]
         assert await pane.terminals.write("a", "please check the build; touch pwned") is WriteOutcome.FAILED
