@@ -45,6 +45,7 @@ TOP: dict[str, str] = {
     "doctor": "Check every ledger store (read-only, safe beside a running daemon); exit 1 if any is damaged.",
     "demo": "Watch two scripted agents in a private tmux server: a team, an ask, a reply, the continuation.",
     "check": "Model-check the protocol over the real reducers (scenarios, mutants).",
+    "trace": "Read a trace offline: export, query, summary (no daemon needed).",
 }
 # The `harness team` commands that only the Typer application runs (a terminal view, a file copy).
 TEAM_OTHERS: dict[str, str] = {

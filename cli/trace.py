@@ -1,0 +1,228 @@
+# `harness trace`: read a trace offline (no daemon), a file or a whole trace directory. `export` re-redacts
+# every line with this run's redactor before it leaves the machine (the trace may have been written before a
+# key existed, or with redaction off); `query` filters; `summary` times each exchange and lists violations.
+from __future__ import annotations
+
+import datetime
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from harness.cli import output
+from harness.io import home as homes
+from harness.io import trace
+from harness.io.redaction_env import from_environment
+
+trace_app = typer.Typer(help="Read a trace offline: export, query, summary.", no_args_is_help=True)
+
+PathArg = Annotated[
+    Path, typer.Argument(help="A trace file, or a trace directory (<home>/traces/team-ID or session-ID).")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document (errors too).")]
+HomeOpt = Annotated[
+    str | None,
+    typer.Option("--home", help="Data directory whose member keys and owner token are redacted too."),
+]
+SourceOpt = Annotated[list[str] | None, typer.Option("--source", help="Keep this source (repeatable).")]
+TypeOpt = Annotated[list[str] | None, typer.Option("--type", help="Keep this event type (repeatable).")]
+ExchangeOpt = Annotated[list[str] | None, typer.Option("--exchange", help="Keep this exchange (repeatable).")]
+MemberOpt = Annotated[
+    list[str] | None,
+    typer.Option("--member", help="Keep events of this member: source, memberId or `to` (repeatable)."),
+]
+SinceOpt = Annotated[
+    str | None, typer.Option("--since", help="Keep events at or after: epoch ms or ISO 8601 (naive = UTC).")
+]
+UntilOpt = Annotated[
+    str | None, typer.Option("--until", help="Keep events at or before: epoch ms or ISO 8601 (naive = UTC).")
+]
+
+
+def _time(value: str | None, json_out: bool) -> int | None:
+    if value is None:
+        return None
+    if value.isdigit():
+        return int(value)
+    try:
+        moment = datetime.datetime.fromisoformat(value)
+    except ValueError:
+        output.emit_error(json_out, "bad_request", f"not a time (epoch ms or ISO 8601): {value!r}")
+        raise SystemExit(output.USAGE) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def _filter(
+    json_out: bool,
+    *,
+    source: list[str] | None,
+    type_: list[str] | None,
+    exchange: list[str] | None,
+    member: list[str] | None,
+    since: str | None,
+    until: str | None,
+) -> trace.TraceFilter:
+    return trace.TraceFilter(
+        tuple(source or ()),
+        tuple(type_ or ()),
+        tuple(exchange or ()),
+        tuple(member or ()),
+        _time(since, json_out),
+        _time(until, json_out),
+    )
+
+
+def _lines(path: Path, where: trace.TraceFilter, json_out: bool) -> list[trace.TraceLine]:
+    if not path.exists():
+        output.emit_error(json_out, "not_found", f"no trace at {path}")
+        raise SystemExit(output.PROTOCOL_ERROR)
+    try:
+        return list(trace.query(path, where))
+    except trace.TraceDamaged as error:
+        output.emit_error(json_out, "corrupt_state", str(error))
+        raise SystemExit(output.PROTOCOL_ERROR) from None
+    except OSError as error:
+        output.emit_error(json_out, "unavailable", f"cannot read {path}: {error.strerror or error}")
+        raise SystemExit(output.PROTOCOL_ERROR) from None
+
+
+def _envelope(line: trace.TraceLine) -> dict[str, object]:
+    return {"source": line.source, "seq": line.seq, "event": line.event}
+
+
+@trace_app.command()
+def export(
+    path: PathArg,
+    *,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write the NDJSON here (0600, must not exist) not stdout.")
+    ] = None,
+    source: SourceOpt = None,
+    type_: TypeOpt = None,
+    exchange: ExchangeOpt = None,
+    member: MemberOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    home: HomeOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """The matching lines as NDJSON, each redacted again by this run's rules."""
+    where = _filter(
+        json_out, source=source, type_=type_, exchange=exchange, member=member, since=since, until=until
+    )
+    redactor = from_environment(homes.resolve_home(home) if home else None)
+    lines = _lines(path, where, json_out)
+    encoded = b"".join(
+        trace.encode_line(redactor.text(line.source), line.seq, _event(redactor.value(line.event)))
+        for line in lines
+    )
+    if out is None:
+        sys.stdout.buffer.write(encoded)
+        sys.stdout.flush()
+        return
+    try:
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, homes.PRIVATE_FILE_MODE)
+    except OSError as error:
+        output.emit_error(json_out, "bad_request", f"cannot create {out}: {error.strerror or error}")
+        raise SystemExit(output.PROTOCOL_ERROR) from None
+    with os.fdopen(fd, "wb") as file:
+        file.write(encoded)
+    if json_out:
+        output.emit_json({"exported": len(lines), "out": str(out)})
+    else:
+        output.say(f"exported {len(lines)} lines to {out}")
+
+
+def _event(value: object) -> dict[str, object]:
+    assert isinstance(value, dict)
+    return value
+
+
+@trace_app.command("query")
+def query_command(
+    path: PathArg,
+    *,
+    source: SourceOpt = None,
+    type_: TypeOpt = None,
+    exchange: ExchangeOpt = None,
+    member: MemberOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="Show at most the first N matches.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """The matching lines: a table, or with --json {"count", "lines": [{source, seq, event}, ...]}."""
+    where = _filter(
+        json_out, source=source, type_=type_, exchange=exchange, member=member, since=since, until=until
+    )
+    lines = _lines(path, where, json_out)[:limit]
+    if json_out:
+        output.emit_json({"count": len(lines), "lines": [_envelope(line) for line in lines]})
+        return
+    rows = [
+        [
+            str(line.seq),
+            output.clock(line.event.get("at")),
+            line.source,
+            str(line.event.get("type")),
+            str(line.event.get("exchangeId") or "-"),
+            str(line.event.get("memberId") or "-"),
+        ]
+        for line in lines
+    ]
+    columns = ["seq", "at", "source", "type", "exchange", "member"]
+    output.print_table(f"{len(lines)} lines", columns, rows, output.Look(), ids=4)
+
+
+def _ms(value: object) -> str:
+    return f"+{value} ms" if isinstance(value, int) else "-"
+
+
+@trace_app.command()
+def summary(
+    path: PathArg,
+    *,
+    source: SourceOpt = None,
+    exchange: ExchangeOpt = None,
+    member: MemberOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Per exchange the times ask -> delivered -> accepted -> answered -> continuation, and the violations."""
+    where = _filter(
+        json_out, source=source, type_=None, exchange=exchange, member=member, since=since, until=until
+    )
+    result = trace.summarize(_lines(path, where, json_out))
+    if json_out:
+        output.emit_json(result)
+        return
+    look = output.Look()
+    output.say(f"{result['lines']} lines, seq {result['firstSeq']}..{result['lastSeq']}")
+    exchanges = result["exchanges"]
+    violations = result["violations"]
+    assert isinstance(exchanges, list) and isinstance(violations, list)
+    for e in exchanges:
+        after = e["sinceAsk"]
+        output.say(
+            f"exchange {e['exchangeId']} ({e['state'] or 'open'}, {e['violations']} violations): "
+            f"{e['asker']} -> {e['to']}, asked {output.clock(e['at'].get('asked'))}"
+        )
+        output.say("  " + "  ".join(f"{step} {_ms(after.get(step))}" for step in list(trace.MILESTONES)[1:]))
+    rows = [
+        [
+            str(v["seq"]),
+            output.clock(v.get("at")),
+            str(v.get("exchangeId") or "-"),
+            str(v.get("memberId") or "-"),
+            str(v.get("rule") or "-"),
+        ]
+        for v in violations
+    ]
+    output.print_table(
+        f"{len(violations)} protocol violations", ["seq", "at", "exchange", "member", "rule"], rows, look
+    )

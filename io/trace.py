@@ -1,0 +1,499 @@
+# One trace per team and per session: every ledger, desk, board and orchestrator event as one NDJSON line
+# {"source": ..., "seq": N, "event": {...}}, so a person can replay what happened with `jq` or
+# `harness trace`. seq is monotonic across the whole trace (every file, every restart of the writer); lines
+# are redacted before they are encoded, appended and fsynced (appends that arrive during an fsync share the
+# next, as in io/journal.py), and the trace is bounded by rotation (TraceBounds). A crash can leave one torn
+# line at the end of a file: readers skip it and the next writer starts a new file, so no byte of it changes.
+#
+# On-disk layout of one trace directory (0700, files 0600):
+#   lock                          flock(2) target: one writer process per trace
+#   trace-<number:12>.ndjson      the lines, oldest file first; the highest number is the one appended to
+# The rules are spec/trace-v1.md's.
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Final
+
+import attrs
+import trio
+
+from harness.core.redaction import Redactor
+from harness.io.fileops import FileOps, write_all
+from harness.io.journal import _ensure_private_dir  # the store's private-directory idiom, shared
+
+TRACES_DIR: Final = "traces"
+LOCK_NAME: Final = "lock"
+_FILE_RE: Final = re.compile(r"trace-(\d{12})\.ndjson")
+
+# The sources the harness itself writes; any other source is a participant (a member id or name).
+LEDGER: Final = "ledger"
+DESK: Final = "desk"
+BOARD: Final = "board"
+ORCHESTRATOR: Final = "orchestrator"
+SOURCE_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
+
+# One event is bounded like one journal entry; a bigger one is traced as an `oversized` stub (type and size),
+# since a trace must never stop the daemon and the full event is in the ledger.
+MAX_LINE_BYTES: Final = 1 << 20
+OVERSIZED: Final = "oversized"
+
+
+@attrs.frozen
+class TraceBounds:
+    """A trace holds at most `rotated_files + 1` files of at most `file_bytes` each (a single line bigger
+    than the rest of a file starts a new one, so only a file holding one line can pass the bound)."""
+
+    file_bytes: int = 8 << 20
+    rotated_files: int = 4
+
+    @property
+    def total_bytes(self) -> int:
+        return self.file_bytes * (self.rotated_files + 1)
+
+
+DEFAULT_BOUNDS: Final = TraceBounds()
+
+
+def team_trace_dir(data_dir: Path, team_id: str) -> Path:
+    return data_dir / TRACES_DIR / f"team-{team_id}"
+
+
+def session_trace_dir(data_dir: Path, session_id: str) -> Path:
+    return data_dir / TRACES_DIR / f"session-{session_id}"
+
+
+def file_name(number: int) -> str:
+    return f"trace-{number:012d}.ndjson"
+
+
+def encode_line(source: str, seq: int, event: Mapping[str, object]) -> bytes:
+    """One trace line with its newline. ASCII only (\\uXXXX), so the bytes are inert on a terminal."""
+    body = {"source": source, "seq": seq, "event": event}
+    return json.dumps(body, separators=(",", ":"), allow_nan=False).encode() + b"\n"
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+# --- reading ------------------------------------------------------------------------------------------------
+
+
+class TraceDamaged(Exception):
+    """A complete line of a trace file is not a trace line (a torn final line is not damage)."""
+
+    def __init__(self, path: Path, offset: int, reason: str) -> None:
+        super().__init__(f"{path} at byte {offset}: {reason}")
+        self.path = path
+        self.offset = offset
+        self.reason = reason
+
+
+@attrs.frozen
+class TraceLine:
+    source: str
+    seq: int
+    event: dict[str, object]
+    raw: bytes  # the line as written, without its newline
+
+
+def trace_files(path: Path) -> list[Path]:
+    """The files of a trace, oldest first: `path` itself when it is a file, else its trace-*.ndjson."""
+    if not path.is_dir():
+        return [path]
+    return [path / name for _, name in sorted(_numbered(entry.name for entry in path.iterdir()))]
+
+
+def _numbered(names: Iterable[str]) -> Iterator[tuple[int, str]]:
+    for name in names:
+        if match := _FILE_RE.fullmatch(name):
+            yield int(match[1]), name
+
+
+def decode_line(path: Path, offset: int, raw: bytes) -> TraceLine:
+    try:
+        obj = json.loads(raw)
+    except ValueError as error:
+        raise TraceDamaged(path, offset, f"not JSON ({error})") from None
+    if not isinstance(obj, dict) or set(obj) != {"source", "seq", "event"}:
+        raise TraceDamaged(path, offset, "not a {source, seq, event} line")
+    source, seq, event = obj["source"], obj["seq"], obj["event"]
+    if not isinstance(source, str) or type(seq) is not int or not isinstance(event, dict):
+        raise TraceDamaged(path, offset, "a malformed source, seq or event")
+    return TraceLine(source, seq, event, raw)
+
+
+def read_trace(path: Path, keep: Callable[[bytes], bool] | None = None) -> Iterator[TraceLine]:
+    """Every complete line of the trace at `path` (a file or a trace directory) in order. A final line
+    without its newline (a torn write) is skipped. `keep`, when given, sees each raw line first; a line it
+    rejects is not decoded (a cheap necessary condition, see `TraceFilter.prefilter`)."""
+    for file in trace_files(path):
+        try:
+            data = file.read_bytes()
+        except FileNotFoundError:  # rotated away by a live writer since the listing
+            continue
+        position = 0
+        while True:
+            end = data.find(b"\n", position)
+            if end < 0:
+                break
+            raw = data[position:end]
+            if keep is None or keep(raw):
+                yield decode_line(file, position, raw)
+            position = end + 1
+
+
+def _last_seq(ops: FileOps, files: list[Path]) -> int:
+    """The seq of the newest complete line in `files` (0 when there is none)."""
+    for file in reversed(files):
+        data = ops.read_bytes(file)
+        end = data.rfind(b"\n")
+        if end >= 0:
+            start = data.rfind(b"\n", 0, end) + 1
+            return decode_line(file, start, data[start:end]).seq
+    return 0
+
+
+# --- writing ------------------------------------------------------------------------------------------------
+
+
+class TraceFailed(Exception):
+    """A write or fsync of the trace failed; this writer refuses everything until it is reopened (a failed
+    fsync may have dropped the pages, so a retry could claim lines that are gone)."""
+
+
+class TraceLocked(Exception):
+    """Another process writes this trace."""
+
+
+class TraceWriter:
+    """The one writer of one trace directory. `emit` redacts, numbers and queues a line without waiting;
+    `flush` (or `append`) makes every line emitted so far durable. All calls run in one trio run."""
+
+    def __init__(
+        self,
+        directory: Path,
+        ops: FileOps,
+        lock_fd: int,
+        *,
+        redactor: Redactor,
+        bounds: TraceBounds,
+        clock: Callable[[], int],
+    ) -> None:
+        self._dir = directory
+        self._ops = ops
+        self._lock_fd: int | None = lock_fd
+        self._redactor = redactor
+        self._bounds = bounds
+        self._clock = clock
+        files = trace_files(directory)
+        self._numbers = [number for number, _ in _numbered(f.name for f in files)]
+        self._durable_seq = _last_seq(ops, files)
+        self._next_seq = self._durable_seq + 1
+        self._fd: int | None = None
+        self._size = 0
+        if files:
+            data = ops.read_bytes(files[-1])
+            # After a torn line (no final newline) or in a full file, the next line starts a new file.
+            if data.endswith(b"\n") and len(data) < bounds.file_bytes:
+                self._fd, self._size = ops.open_append(files[-1]), len(data)
+        self._pending: list[bytes] = []
+        self._write_lock = trio.Lock()
+        self._failure: TraceFailed | None = None
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls,
+        directory: Path,
+        redactor: Redactor,
+        *,
+        bounds: TraceBounds = DEFAULT_BOUNDS,
+        ops: FileOps | None = None,
+        clock: Callable[[], int] = wall_clock_ms,
+    ) -> TraceWriter:
+        """Open (creating if needed) the trace in `directory`; its seq continues after the newest complete
+        line there. Raises TraceLocked, TraceDamaged (a damaged newest line) or OSError."""
+        ops = ops or FileOps()
+        return await trio.to_thread.run_sync(cls._open_blocking, directory, redactor, bounds, ops, clock)
+
+    @classmethod
+    def _open_blocking(
+        cls, directory: Path, redactor: Redactor, bounds: TraceBounds, ops: FileOps, clock: Callable[[], int]
+    ) -> TraceWriter:
+        _ensure_private_dir(ops, directory)
+        try:
+            lock_fd = ops.lock(directory / LOCK_NAME)
+        except BlockingIOError as error:
+            raise TraceLocked(f"{directory} is written by another process") from error
+        try:
+            return cls(directory, ops, lock_fd, redactor=redactor, bounds=bounds, clock=clock)
+        except BaseException:
+            ops.close(lock_fd)
+            raise
+
+    @property
+    def directory(self) -> Path:
+        return self._dir
+
+    @property
+    def durable_seq(self) -> int:
+        return self._durable_seq
+
+    @property
+    def last_seq(self) -> int:
+        """The seq of the last line emitted (durable or not)."""
+        return self._next_seq - 1
+
+    def emit(self, source: str, event: Mapping[str, object]) -> int:
+        """Queue one event of `source` and return its seq. `event` needs a string "type"; an "at" (epoch ms)
+        is added when it has none. Raises ValueError for a bad source or event, TraceFailed after a failure.
+        """
+        if self._closed:
+            raise trio.ClosedResourceError("trace writer is closed")
+        if self._failure is not None:
+            raise TraceFailed(f"{self._dir}: stopped by an earlier failure; reopen it") from self._failure
+        if not SOURCE_RE.fullmatch(source):
+            raise ValueError(f"a trace source is 1-128 letters, digits or ._:@- (got {source!r})")
+        kind = event.get("type")
+        if not isinstance(kind, str):
+            raise ValueError("a traced event needs a string 'type'")
+        body = {**event} if "at" in event else {**event, "at": self._clock()}
+        seq = self._next_seq
+        redacted = self._redactor.value(body)
+        assert isinstance(redacted, dict)
+        line = encode_line(self._redactor.text(source), seq, redacted)
+        if len(line) > MAX_LINE_BYTES:
+            stub = {"type": OVERSIZED, "at": body["at"], "eventType": redacted["type"], "bytes": len(line)}
+            line = encode_line(self._redactor.text(source), seq, stub)
+        self._pending.append(line)
+        self._next_seq = seq + 1
+        return seq
+
+    async def append(self, source: str, event: Mapping[str, object]) -> int:
+        """`emit`, then wait until the line is durable."""
+        seq = self.emit(source, event)
+        await self.flush()
+        return seq
+
+    async def flush(self) -> None:
+        """Make every line emitted so far durable. Lines emitted while an fsync runs share the next one.
+        Cancellation is delivered after the write, not instead of it."""
+        target = self._next_seq - 1
+        with trio.CancelScope(shield=True):
+            async with self._write_lock:
+                if self._durable_seq >= target:
+                    return
+                if self._failure is not None:
+                    raise TraceFailed(f"{self._dir}: lines up to seq {target} were not made durable")
+                lines, last = self._pending, self._next_seq - 1
+                self._pending = []
+                try:
+                    await trio.to_thread.run_sync(self._write_blocking, lines)
+                except Exception as error:
+                    self._failure = TraceFailed(f"{self._dir}: {error!r}")
+                    raise self._failure from error
+                self._durable_seq = last
+
+    def _write_blocking(self, lines: list[bytes]) -> None:
+        chunk: list[bytes] = []
+        for line in lines:
+            if self._fd is None or (self._size and self._size + len(line) > self._bounds.file_bytes):
+                self._sync(chunk)
+                chunk = []
+                self._rotate()
+            chunk.append(line)
+            self._size += len(line)
+        self._sync(chunk)
+
+    def _sync(self, chunk: list[bytes]) -> None:
+        if chunk and self._fd is not None:
+            write_all(self._ops, self._fd, b"".join(chunk))
+            self._ops.fsync(self._fd)
+
+    def _rotate(self) -> None:
+        """Start the next file and drop the oldest beyond the bound."""
+        ops = self._ops
+        if self._fd is not None:
+            ops.close(self._fd)
+            self._fd = None
+        number = (self._numbers[-1] if self._numbers else 0) + 1
+        self._fd = ops.create_exclusive(self._dir / file_name(number))
+        self._numbers.append(number)
+        self._size = 0
+        while len(self._numbers) > self._bounds.rotated_files + 1:
+            ops.unlink(self._dir / file_name(self._numbers.pop(0)))
+        ops.fsync_dir(self._dir)  # the new file's name (and the deletions) as durable as its lines
+
+    async def aclose(self) -> None:
+        """Flush what was emitted, then release the files and the lock. Idempotent."""
+        if self._closed:
+            return
+        try:
+            if self._failure is None:
+                await self.flush()
+        finally:
+            self._closed = True
+            with trio.CancelScope(shield=True):
+                async with self._write_lock:
+                    fd, lock_fd = self._fd, self._lock_fd
+                    self._fd = self._lock_fd = None
+                    try:
+                        if fd is not None:
+                            self._ops.close(fd)
+                    finally:
+                        if lock_fd is not None:
+                            self._ops.close(lock_fd)
+
+    async def __aenter__(self) -> TraceWriter:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+# --- querying -----------------------------------------------------------------------------------------------
+
+# Values that every JSON encoder spells the same way inside a string, so their quoted form must appear in the
+# raw bytes of a line that holds them: only then may a filter reject a line without decoding it.
+_PLAIN_RE: Final = re.compile(r"[A-Za-z0-9_.:@-]+")
+
+
+def _quoted(values: Iterable[str]) -> tuple[bytes, ...] | None:
+    values = tuple(values)
+    if not values or not all(_PLAIN_RE.fullmatch(v) for v in values):
+        return None
+    return tuple(b'"%s"' % v.encode() for v in values)
+
+
+@attrs.frozen
+class TraceFilter:
+    """Which lines a query keeps. Empty tuples and None mean "any". A member matches the event's memberId
+    or `to`, or the line's source; time is the event's "at" (epoch ms), inclusive on both ends."""
+
+    sources: tuple[str, ...] = ()
+    types: tuple[str, ...] = ()
+    exchanges: tuple[str, ...] = ()
+    members: tuple[str, ...] = ()
+    since: int | None = None
+    until: int | None = None
+
+    def matches(self, line: TraceLine) -> bool:
+        event = line.event
+        if self.sources and line.source not in self.sources:
+            return False
+        if self.types and event.get("type") not in self.types:
+            return False
+        if self.exchanges and event.get("exchangeId") not in self.exchanges:
+            return False
+        if self.members and not {line.source, event.get("memberId"), event.get("to")} & set(self.members):
+            return False
+        at = event.get("at")
+        if self.since is not None and not (isinstance(at, int) and at >= self.since):
+            return False
+        return self.until is None or (isinstance(at, int) and at <= self.until)
+
+    def prefilter(self) -> Callable[[bytes], bool] | None:
+        """A test on raw line bytes that every matching line passes (None when there is nothing cheap)."""
+        needles = [
+            quoted
+            for values in (self.sources, self.types, self.exchanges, self.members)
+            if (quoted := _quoted(values)) is not None
+        ]
+        if not needles:
+            return None
+        return lambda raw: all(any(n in raw for n in group) for group in needles)
+
+
+def query(path: Path, where: TraceFilter) -> Iterator[TraceLine]:
+    for line in read_trace(path, where.prefilter()):
+        if where.matches(line):
+            yield line
+
+
+# --- summary ------------------------------------------------------------------------------------------------
+
+# The steps of one exchange, in order, and the event that marks each (source, type, fields it must have); the
+# first such event of an exchange (its "exchangeId") sets the step's time. The daemon emits these events.
+MILESTONES: Final[Mapping[str, tuple[str, str, Mapping[str, str]]]] = {
+    "asked": (LEDGER, "ask", {}),
+    "delivered": (DESK, "notice", {"kind": "question", "state": "delivered"}),
+    "accepted": (DESK, "notice", {"kind": "question", "state": "accepted"}),
+    "answered": (LEDGER, "reply", {}),
+    "continuation": (DESK, "notice", {"kind": "answer", "state": "accepted"}),
+}
+QUESTION_ENDED: Final = "question_ended"  # ledger: {"exchangeId", "state", "reason"?}
+PROTOCOL_VIOLATION: Final = "protocol_violation"  # orchestrator: {"exchangeId"?, "memberId", "rule"}
+
+
+def _milestone(line: TraceLine) -> str | None:
+    event = line.event
+    for name, (source, kind, fields) in MILESTONES.items():
+        if line.source == source and event.get("type") == kind and all(
+            event.get(key) == value for key, value in fields.items()
+        ):
+            return name
+    return None
+
+
+@attrs.define
+class _Exchange:
+    exchange_id: str
+    team_id: object
+    asker: object = None
+    to: object = None
+    at: dict[str, int] = attrs.Factory(dict)
+    state: object = None
+    reason: object = None
+    violations: int = 0
+
+    def view(self) -> dict[str, object]:
+        asked = self.at.get("asked")
+        since = {} if asked is None else {s: self.at[s] - asked for s in MILESTONES if s in self.at}
+        return {
+            "exchangeId": self.exchange_id, "teamId": self.team_id, "asker": self.asker, "to": self.to,
+            "at": {s: self.at[s] for s in MILESTONES if s in self.at}, "sinceAsk": since,
+            "state": self.state, "reason": self.reason, "violations": self.violations,
+        }
+
+
+def summarize(lines: Iterable[TraceLine]) -> dict[str, object]:
+    """Per exchange, when each step happened (epoch ms) and how long after the ask; how each question ended;
+    and every protocol violation. A JSON-ready document."""
+    exchanges: dict[str, _Exchange] = {}
+    violations: list[dict[str, object]] = []
+    sources: dict[str, int] = {}
+    count, first_seq, last_seq = 0, None, None
+    for line in lines:
+        count += 1
+        first_seq = line.seq if first_seq is None else first_seq
+        last_seq = line.seq
+        sources[line.source] = sources.get(line.source, 0) + 1
+        event = line.event
+        kind, exchange_id, at = event.get("type"), event.get("exchangeId"), event.get("at")
+        if kind == PROTOCOL_VIOLATION:
+            violations.append({"seq": line.seq, "source": line.source, **event})
+        if not isinstance(exchange_id, str):
+            continue
+        entry = exchanges.setdefault(exchange_id, _Exchange(exchange_id, event.get("teamId")))
+        step = _milestone(line)
+        if step is not None and step not in entry.at and isinstance(at, int):
+            entry.at[step] = at
+        if step == "asked":
+            entry.asker, entry.to = event.get("memberId"), event.get("to")
+        if line.source == LEDGER and kind == QUESTION_ENDED:
+            entry.state, entry.reason = event.get("state"), event.get("reason")
+        entry.violations += kind == PROTOCOL_VIOLATION
+    ordered = sorted(exchanges.values(), key=lambda e: (e.at.get("asked", 0), e.exchange_id))
+    return {
+        "lines": count,
+        "firstSeq": first_seq,
+        "lastSeq": last_seq,
+        "sources": sources,
+        "exchanges": [entry.view() for entry in ordered],
+        "violations": violations,
+    }
