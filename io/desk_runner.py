@@ -257,7 +257,11 @@ class DeskRunner:
 
     async def status(self, team_id: str, notice_ids: Sequence[str]) -> list[DeliveryReport]:
         return [
-            _report_of(team_id, notice.id, notice.state, notice.reason)
+            attrs.evolve(
+                _report_of(team_id, notice.id, notice.state, notice.reason),
+                started_at=notice.started_at,
+                seen_at=notice.seen_at,
+            )
             for notice_id in notice_ids
             if (notice := self.desk.notices.get(notice_id)) is not None and notice.team_id == team_id
         ]

@@ -186,11 +186,15 @@ def _report_from_json(data: object) -> DeliveryReport:
     d.DeliveryState(data["state"])  # a known state, or ValueError
     if reason is not None and not (isinstance(reason, str) and REASON.fullmatch(reason)):
         raise ValueError(f"a report's reason is a short code, not {str(reason)[:40]!r}")
+    times = [data.get(key) for key in ("startedAt", "seenAt")]
+    if any(t is not None and (type(t) is not int or t < 0) for t in times):
+        raise ValueError("a report's startedAt and seenAt are epoch milliseconds")
     return DeliveryReport(
         str(data["teamId"]),
         str(data["noticeId"]),
         str(data["state"]),
         None if reason is None else str(reason),
+        *times,
     )
 
 

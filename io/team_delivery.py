@@ -32,6 +32,10 @@ class DeliveryReport:
     notice_id: str
     state: str
     reason: str | None
+    # Asked of a desk (`status`), not pushed: when the notice's one write began and when the shell saw the
+    # idle screen that licensed it (None: not written).
+    started_at: int | None = None
+    seen_at: int | None = None
 
 
 Reporter = Callable[[DeliveryReport], Awaitable[None]]

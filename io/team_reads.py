@@ -135,7 +135,10 @@ class TeamReads:
         for report in reports:
             await self.ledger.report(report)
         held = next(iter(reports), None)
-        delivery = None if held is None else {"state": held.state, "reason": held.reason}
+        delivery = None
+        if held is not None:
+            times = {"startedAt": held.started_at, "seenAt": held.seen_at}
+            delivery = {"state": held.state, "reason": held.reason, **times}
         return {**checked, "asked": True, "held": held is not None, "delivery": delivery}
 
     async def wait(self, request: Request) -> object:

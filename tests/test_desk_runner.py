@@ -134,6 +134,14 @@ async def test_written_once_when_idle_and_the_owner_sees_every_delivery_state(tm
         assert fake.written_to("agent-alice") == []  # busy all along
         await trio.sleep(0.2)
         assert len(fake.writes) == 2  # nothing is ever written twice
+        # Issue 16, item 16: `team delivery` says when the one write began and when the idle screen that
+        # licensed it was seen, as the desk recorded them (the spec's startedAt / seenAt).
+        checked = await owner("delivery_check", "t1", questionId="q1")
+        held = daemon.desk.desk.notices["t1/q1/question"] if daemon.desk is not None else None
+        assert held is not None and held.started_at is not None and held.seen_at is not None
+        times = (checked["delivery"]["startedAt"], checked["delivery"]["seenAt"])
+        assert times == (held.started_at, held.seen_at)
+        assert held.seen_at <= held.started_at
 
 
 async def test_never_written_while_busy_draft_dialog_or_starting(tmp_path: Path) -> None:
