@@ -33,6 +33,7 @@ from .commands import (
     TeamCommand,
     Tick,
 )
+from .delivery import DeliveryState, Reason
 from .effects import (
     ArmTimer,
     HoldTeam,
@@ -263,6 +264,15 @@ def _notice(team: Team, subject_id: str, kind: NoticeKind, to: Membership, expir
         to.agent_id,
         expires_at,
     )
+
+
+def owed_view(team: Team, at: int) -> DeliveryView:
+    """The owner's view of a notice it just came to owe, before its desk reported anything: it waits
+    (`held` while the team is paused), never blank (contract: `delivery` is `queued` from the moment the
+    ask is accepted, with its reason; `unobserved`: no look at the terminal yet)."""
+    if team.state is T.PAUSED:
+        return DeliveryView(DeliveryState.HELD.value, Reason.PAUSED.value, at)
+    return DeliveryView(DeliveryState.QUEUED.value, Reason.UNOBSERVED.value, at)
 
 
 def _resumes_asker(team: Team, exchange: Exchange) -> bool:
@@ -641,6 +651,7 @@ def _ask(team: Team, command: Ask, actor: Membership | None, limits: Limits) -> 
         created_at=command.at,
         deadline_at=deadline,
         state=Q.OPEN,
+        delivery=owed_view(team, command.at),
     )
     deadlines = list(team.open_deadlines)
     bisect.insort(deadlines, (deadline, exchange.id))
@@ -731,6 +742,8 @@ def _reply(team: Team, command: Reply, actor: Membership | None, limits: Limits)
     effects: list[object] = [WithdrawNotice(team.id, notice_id(team.id, ended.id, NoticeKind.QUESTION))]
     if _resumes_asker(team, ended):
         effects.append(answer_notice(team, ended, limits))
+        ended = replace(ended, answer_delivery=owed_view(team, command.at))
+        team = replace(team, exchanges=team.exchanges.set(ended.id, ended))
     return Accepted(team, ended, (QuestionEnded(team.id, ended.id, ended.state),), tuple(effects))
 
 

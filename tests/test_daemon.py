@@ -152,7 +152,8 @@ async def test_delivery_views_follow_the_desk_through_subscribe(tmp_path: Path) 
             for team in snapshots:
                 exchange = team["exchanges"][0] if team["exchanges"] else None
                 intros = [(m["introduction"] or {}).get("reason") for m in team["members"]]
-                if exchange and exchange["delivery"] and intros == ["offline"] * 3:
+                reported = exchange and exchange["delivery"]["reason"] != "unobserved"  # the desk's word
+                if reported and intros == ["offline"] * 3:
                     return team
             raise AssertionError("no snapshot with the delivery recorded")
 
@@ -234,7 +235,10 @@ async def test_operation_ids_conflicts_wrong_member_and_late_answers(tmp_path: P
         alice, bob, carol = [await Api.open(daemon, keys[name]) for name in PEOPLE]
         first = await alice("ask", "t1", id="q1", to="bob", text="same?")
         again = await alice("ask", "t1", id="q1", to="bob", text="same?")
-        assert first == {**again, "delivery": None}  # the same record; only the delivery view moved on
+        # The same record; only the delivery view may have moved on. From the moment the ask is accepted it
+        # is `queued` (issue 16, item 9), never blank.
+        assert first["delivery"]["state"] == "queued" and first["delivery"]["reason"] == "unobserved"
+        assert first == {**again, "delivery": first["delivery"]}
         conflict = await alice.error("ask", "t1", id="q1", to="bob", text="different")
         assert (conflict.code, conflict.operation_id) == ("conflict", "q1")
         assert (await alice.error("reply", "t1", questionId="q1", text="me")).code == "wrong_member"
