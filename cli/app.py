@@ -16,6 +16,8 @@ from typer._click.exceptions import ClickException, NoArgsIsHelpError
 
 from harness.cli import agent, output, trace
 from harness.cli.commands import (
+    BOARD_SPECS,
+    COMMANDS,
     COMMON_HELP,
     COMMON_OPTIONS,
     REQUIRED,
@@ -66,6 +68,7 @@ _KINDS: dict[str, Any] = {
     "flag": bool,
     "str": str | None,
     "float": float | None,
+    "int": int | None,
     "path": Path | None,
     "list": list[str] | None,
 }
@@ -110,14 +113,16 @@ def _own_parameters(name: str, spec: Spec) -> list[inspect.Parameter]:
     return parameters
 
 
-def _register_team_command(name: str, spec: Spec) -> None:
-    """`harness team NAME` from its spec, with the options every team command takes (also before it)."""
+def _team_command(name: str, spec: Spec, table: dict[str, Spec]) -> Any:
+    """The function of `harness team NAME` from its spec, with the options every team command takes (also
+    before it). A group's own command (`board`) runs only when no subcommand follows; otherwise it passes
+    the options it was given on to the subcommand."""
     common = {p.name for p in _COMMON}
 
     def command(ctx: typer.Context, **given: Any) -> None:
         taken = {dest: given.pop(dest) for dest in common}
         opts = ctx.obj if isinstance(ctx.obj, Options) else Options()
-        opts.merge(
+        ctx.obj = opts.merge(
             taken["json"],
             taken["home"],
             taken["socket"],
@@ -127,13 +132,47 @@ def _register_team_command(name: str, spec: Spec) -> None:
             team=taken["team"],
             wide=taken["wide"],
         )
-        SPECS[name].run(opts, given)
+        if ctx.invoked_subcommand is None:
+            table[name].run(opts, given)
 
     parameters = (_CONTEXT, *_own_parameters(name, spec), *_COMMON)
     command.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     command.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": None}
-    command.__name__ = name
-    team_app.command(name, help=spec.help, short_help=spec.help.split("\n")[0])(command)
+    command.__name__ = name.replace(" ", "_").replace("-", "_")
+    return command
+
+
+def _register_team_command(name: str, spec: Spec) -> None:
+    team_app.command(name, help=spec.help, short_help=spec.help.split("\n")[0])(
+        _team_command(name, spec, SPECS)
+    )
+
+
+def _register_groups() -> None:
+    """`harness team board ...`: a Typer group per leading words (`board`, `board task`); a command that is
+    also a group's name (`board`) is that group's own command."""
+    groups: dict[str, typer.Typer] = {}
+    for name in sorted(COMMANDS, key=lambda name: len(name.split())):
+        spec = COMMANDS[name]
+        *parents, last = name.split()
+        has_children = any(other.startswith(name + " ") for other in COMMANDS)
+        if not parents and not has_children:
+            continue  # a plain command: _register_team_command
+        parent = team_app
+        for depth in range(1, len(parents) + 1):
+            prefix = " ".join(parents[:depth])
+            if prefix not in groups:
+                below = sorted({o.split()[depth] for o in COMMANDS if o.startswith(prefix + " ")})
+                groups[prefix] = typer.Typer(no_args_is_help=True, help=f"{prefix}: {', '.join(below)}.")
+                parent.add_typer(groups[prefix], name=parents[depth - 1])
+            parent = groups[prefix]
+        function = _team_command(name, spec, SPECS if name in SPECS else BOARD_SPECS)
+        if has_children:
+            groups[name] = typer.Typer(help=spec.help)
+            groups[name].callback(invoke_without_command=True)(function)
+            parent.add_typer(groups[name], name=last, short_help=spec.help.split("\n")[0])
+        else:
+            parent.command(last, help=spec.help, short_help=spec.help.split("\n")[0])(function)
 
 
 def _team_options(ctx: typer.Context, **given: Any) -> None:
@@ -153,7 +192,9 @@ _team_options.__signature__ = inspect.Signature((_CONTEXT, *_COMMON))  # type: i
 _team_options.__annotations__ = {p.name: p.annotation for p in (_CONTEXT, *_COMMON)} | {"return": None}
 team_app.callback()(_team_options)
 for _name, _spec in SPECS.items():
-    _register_team_command(_name, _spec)
+    if not any(other.startswith(_name + " ") for other in COMMANDS):
+        _register_team_command(_name, _spec)
+_register_groups()
 
 
 def _opts(

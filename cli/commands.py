@@ -11,7 +11,7 @@ import os
 import secrets
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -519,6 +519,171 @@ def run_capabilities(opts: Options, v: Values) -> None:
     show(opts, call(opts, "capabilities", team=False), output.show_mapping)
 
 
+# --- the board (board-v1): roles, tasks and pulled notes ----------------------------------------------------
+# Writes go through the one `board` action with a command object; the daemon sets its actor, session and time.
+
+
+def _addressee(given: str) -> dict[str, str]:
+    """`role:NAME` names a role; anything else a member (name or membership id)."""
+    kind, is_role, name = given.partition("role:")
+    return {"kind": "role", "name": name} if is_role and not kind else {"kind": "member", "name": given}
+
+
+def resolve_task(opts: Options, given: str | None) -> str | None:
+    """The whole task id that `given` (an id or a prefix of one) names."""
+    if given is None or _whole(given):
+        return given
+    tasks = call(opts, "board_get")["tasks"]
+    return _pick(opts, given, [str(t["id"]) for t in tasks], "task id")
+
+
+def _board_write(
+    opts: Options, v: Values, command: dict[str, Any], render: Callable[[Any, output.Look], None]
+) -> None:
+    operation_id = v.get("operation_id") or secrets.token_hex(16)
+    fields = {"id": operation_id, "generation": v.get("generation"), "command": command}
+    result = call(opts, "board", fields, operation_id=operation_id, retry=f"--id {operation_id}")
+    show(opts, result, lambda r, look: render(r["result"], look), named=True)
+
+
+def _show_task(task: dict[str, Any], look: output.Look) -> None:
+    owner = task.get("owner")
+    output.say(f"{task['title']}  ({task['state']})", look, style="bold")
+    output.say(f"task id {task['id']}", look)
+    for label, value in (
+        ("owner", "-" if owner is None else f"{owner['kind']} {look.who(owner['name'])}"),
+        ("creator", look.who(task["creator"])),
+        ("claimant", "-" if task["claimant"] is None else look.who(task["claimant"])),
+        ("after", ", ".join(task["dependencies"]) or "-"),
+        ("evidence", ", ".join(task["evidence"]) or "-"),
+    ):
+        output.say(f"{label}: {value}", look)
+    if task["description"]:
+        output.say(task["description"], look, block=True)
+
+
+def _show_tasks(tasks: list[dict[str, Any]], look: output.Look) -> None:
+    if not tasks:
+        output.say("no tasks on the board", look)
+        return
+    ids = output.short_ids([str(t["id"]) for t in tasks], look.wide)
+    rows = [
+        [
+            ids[t["id"]],
+            t["state"],
+            "-" if t["claimant"] is None else look.who(t["claimant"]),
+            ", ".join(ids.get(dep, dep) for dep in t["dependencies"]) or "-",
+            t["title"],
+        ]
+        for t in tasks
+    ]
+    output.print_table("Tasks", ["task", "state", "claimant", "after", "title"], rows, look, ids=3)
+
+
+def _show_board(board: dict[str, Any], look: output.Look) -> None:
+    output.say(
+        f"board of team {board['teamId']} (generation {board['generation']}, revision {board['revision']})",
+        look,
+    )
+    for role in board["roles"]:
+        holders = ", ".join(look.who(h) for h in role["holders"]) or "nobody"
+        output.say(f"role {role['name']}: {holders} — {role['description'] or '-'}", look)
+    for member in board["members"]:
+        if member["state"] == "active":
+            output.say(f"{look.who(member['id'])}: {member['unread']} unread note(s)", look)
+    _show_tasks(board["tasks"], look)
+
+
+def _show_role(role: dict[str, Any], look: output.Look) -> None:
+    holders = ", ".join(look.who(h) for h in role["holders"]) or "nobody"
+    output.say(f"role {role['name']}: {holders} — {role['description'] or '-'}", look)
+
+
+def _show_note(note: dict[str, Any], look: output.Look) -> None:
+    to = note["to"]
+    output.say(
+        f"note {note['id']} from {look.who(note['sender'])} to {to['kind']} {look.who(to['name'])}", look
+    )
+    output.say(note["text"], look, block=True)
+
+
+def _show_page(page: dict[str, Any], look: output.Look) -> None:
+    for note in page["notes"]:
+        _show_note(note, look)
+    more = "" if page["nextOffset"] is None else f"; more with --offset {page['nextOffset']}"
+    output.say(f"{len(page['notes'])} note(s), {page['unread']} unread left{more}", look)
+
+
+def run_board(opts: Options, v: Values) -> None:
+    show(opts, call(opts, "board_get"), _show_board, named=True)
+
+
+def run_board_role(opts: Options, v: Values) -> None:
+    command = {"type": "define_role", "name": v["name"], "description": v["description"] or ""}
+    _board_write(opts, v, command, _show_role)
+
+
+def _run_role_change(kind: str) -> Callable[[Options, Values], None]:
+    def run(opts: Options, v: Values) -> None:
+        command = {"type": kind, "role": v["name"], "member": resolve_member(opts, v["member"])}
+        _board_write(opts, v, {k: value for k, value in command.items() if value is not None}, _show_role)
+
+    return run
+
+
+def run_board_task_add(opts: Options, v: Values) -> None:
+    command: dict[str, Any] = {
+        "type": "add_task",
+        "title": v["title"],
+        "description": v["description"] or "",
+        "dependencies": [resolve_task(opts, after) for after in v["after"] or []],
+    }
+    if v["owner"] is not None:
+        command["owner"] = _addressee(v["owner"])
+    _board_write(opts, v, command, _show_task)
+
+
+def _run_task_event(kind: str) -> Callable[[Options, Values], None]:
+    def run(opts: Options, v: Values) -> None:
+        command: dict[str, Any] = {"type": kind, "taskId": resolve_task(opts, v["task_id"])}
+        if v.get("evidence"):
+            command["evidence"] = v["evidence"]
+        if v.get("claimant") is not None:
+            command["claimant"] = resolve_member(opts, v["claimant"])
+        _board_write(opts, v, command, _show_task)
+
+    return run
+
+
+def run_board_task_list(opts: Options, v: Values) -> None:
+    board = call(opts, "board_get")
+    show(opts, {"tasks": board["tasks"]}, lambda r, look: _show_tasks(r["tasks"], look), named=True)
+
+
+def run_board_task_show(opts: Options, v: Values) -> None:
+    task_id = resolve_task(opts, v["task_id"])
+    task = next((t for t in call(opts, "board_get")["tasks"] if t["id"] == task_id), None)
+    if task is None:
+        fail(opts, output.PROTOCOL_ERROR, "not_found", f"no task {task_id!r} on the board")
+    show(opts, task, _show_task, named=True)
+
+
+def run_board_note(opts: Options, v: Values) -> None:
+    body = read_text(opts, v["text"], v["text_file"], "note")
+    _board_write(opts, v, {"type": "send_note", "to": _addressee(v["to"]), "text": body}, _show_note)
+
+
+def run_board_notes(opts: Options, v: Values) -> None:
+    command: dict[str, Any] = {
+        "type": "read_messages",
+        "unreadOnly": bool(v["unread"]),
+        "offset": v["offset"] or 0,
+    }
+    if v["member"] is not None:
+        command["member"] = resolve_member(opts, v["member"])
+    _board_write(opts, v, command, _show_page)
+
+
 # --- the fast path ------------------------------------------------------------------------------------------
 
 # Option kinds: "flag" (no value), "str", "float", "path", "list" (repeatable str). The common options are
@@ -684,12 +849,159 @@ SPECS: dict[str, Spec] = {
         about={"--answer": "The answer's continuation notice, not the question's."},
     ),
     "capabilities": Spec(run_capabilities, 'What the daemon speaks: {"protocol": "team.v1", ...}.'),
+    "board": Spec(
+        run_board,
+        "The team's board: roles, tasks by state with their dependencies, unread notes.\n\n"
+        "board role | take-role | leave-role NAME; board task add TITLE; board task claim | release | "
+        "start | done | cancel | show TASK_ID; board task list; board note TO TEXT; board notes [--unread] "
+        "[--offset N]. Notes are pulled with `board notes`, never pushed into a terminal.",
+    ),
 }
+
+# `harness team board ...`: commands named by their words (`board` alone, in SPECS, shows the board).
+BOARD_WRITE_OPTIONS: dict[str, tuple[str, str]] = {
+    "--id": ("operation_id", "str"),
+    "--generation": ("generation", "int"),
+}
+BOARD_WRITE_ABOUT = {
+    "--id": "Operation id (reuse it to retry).",
+    "--generation": "Refuse unless the board is this generation (`board` shows it).",
+}
+TASK_ID_ABOUT = {"task_id": "Task id (or a unique prefix)."}
+
+
+def _writes(spec: Spec) -> Spec:
+    """A board command that changes the board: it takes an operation id and the generation it expects."""
+    return replace(
+        spec, options={**spec.options, **BOARD_WRITE_OPTIONS}, about={**spec.about, **BOARD_WRITE_ABOUT}
+    )
+
+
+def _task_spec(kind: str, help: str, **options: tuple[str, str]) -> Spec:
+    about = {
+        "--evidence": "Reference (path:line); repeat.",
+        "--claimant": "Owner only: the claim it releases.",
+    }
+    flags = {f"--{name}": value for name, value in options.items()}
+    return _writes(
+        Spec(
+            _run_task_event(kind),
+            help,
+            ("task_id",),
+            options=flags,
+            about={**TASK_ID_ABOUT, **{flag: about[flag] for flag in flags}},
+        )
+    )
+
+
+BOARD_SPECS: dict[str, Spec] = {
+    "board role": _writes(
+        Spec(
+            run_board_role,
+            "Owner: define a role (members then take it).",
+            ("name",),
+            options={"--description": ("description", "str")},
+            about={"name": "Role name.", "--description": "What the role does."},
+        )
+    ),
+    "board take-role": _writes(
+        Spec(
+            _run_role_change("take_role"),
+            "Take a role (the owner names the member).",
+            ("name",),
+            options={"--member": ("member", "str")},
+            about={"name": "Role name.", "--member": "Owner only: the member that takes it."},
+        )
+    ),
+    "board leave-role": _writes(
+        Spec(
+            _run_role_change("leave_role"),
+            "Leave a role (the owner names the member).",
+            ("name",),
+            options={"--member": ("member", "str")},
+            about={"name": "Role name.", "--member": "Owner only: the member that leaves it."},
+        )
+    ),
+    "board task add": _writes(
+        Spec(
+            run_board_task_add,
+            "Add a task; the operation id becomes the task id. It is ready once every task it comes after is "
+            "done.",
+            ("title",),
+            options={
+                "--description": ("description", "str"),
+                "--owner": ("owner", "str"),
+                "--after": ("after", "list"),
+            },
+            about={
+                "title": "The task's title.",
+                "--description": "What is to be done.",
+                "--owner": "Who may claim it: a member (name or id) or role:NAME (default: anyone).",
+                "--after": "A task this one depends on; repeat.",
+            },
+        )
+    ),
+    "board task claim": _task_spec("claim", "Claim a ready task (a claim is never stolen)."),
+    "board task release": _task_spec(
+        "release", "Release your claim (the owner names the claimant).", claimant=("claimant", "str")
+    ),
+    "board task start": _task_spec("start", "Start the task you claimed."),
+    "board task done": _task_spec("done", "Complete the task you started.", evidence=("evidence", "list")),
+    "board task cancel": _task_spec("cancel", "Cancel a task (its creator, or the owner)."),
+    "board task list": Spec(run_board_task_list, "Every task with its state, claimant and dependencies."),
+    "board task show": Spec(run_board_task_show, "One task in full.", ("task_id",), about=TASK_ID_ABOUT),
+    "board note": _writes(
+        Spec(
+            run_board_note,
+            "Leave a note in a member's (or a role's holders') mailbox; it is read with `board notes`, never "
+            "pushed.",
+            ("to",),
+            ("text",),
+            options={"--text-file": ("text_file", "path")},
+            about={
+                "to": "Member name or id, or role:NAME.",
+                "text": "The note.",
+                "--text-file": "Read TEXT from a file (- for stdin).",
+            },
+        )
+    ),
+    "board notes": _writes(
+        Spec(
+            run_board_notes,
+            "Read your notes, at most 25 a page; what is shown is marked read. With --unread, follow the "
+            "returned offset (it stays put until that page is exhausted).",
+            options={
+                "--unread": ("unread", "flag"),
+                "--offset": ("offset", "int"),
+                "--member": ("member", "str"),
+            },
+            about={
+                "--unread": "Only unread notes.",
+                "--offset": "Where the page starts (the previous page's next offset).",
+                "--member": "Owner only: read this member's notes.",
+            },
+        )
+    ),
+}
+# Every `harness team` command by its words: the fast path matches the longest.
+COMMANDS: dict[str, Spec] = {**SPECS, **BOARD_SPECS}
+LONGEST_COMMAND = max(len(name.split()) for name in COMMANDS)
 
 REQUIRED = {"create": ("file",), "add": ("file",)}  # options without a default
 
 
+def match_command(words: list[str]) -> str | None:
+    """The longest command name `words` begins with."""
+    for count in range(min(LONGEST_COMMAND, len(words)), 0, -1):
+        name = " ".join(words[:count])
+        if name in COMMANDS:
+            return name
+    return None
+
+
 def _convert(kind: str, raw: str) -> Any:
+    if kind == "int":
+        return int(raw)
     if kind == "float":
         return float(raw)
     if kind == "path":
@@ -738,17 +1050,17 @@ def parse_fast(argv: list[str]) -> tuple[Spec, Options, Values] | None:
         index = 1
         while index < len(argv) and argv[index].startswith("-"):
             index = take_option(argv, index, COMMON_OPTIONS, group)
-        if index >= len(argv) or argv[index] not in SPECS:
+        command = match_command(argv[index:])
+        if command is None:
             return None
-        command = argv[index]
-        spec = SPECS[command]
+        spec = COMMANDS[command]
         values: Values = {dest: None for dest, _kind in spec.options.values()}
         values.update({dest: False for dest, kind in spec.options.values() if kind == "flag"})
         values.update(spec.defaults)
         table = {**COMMON_OPTIONS, **spec.options}
         common: Values = {}
         positionals: list[str] = []
-        index += 1
+        index += len(command.split())
         while index < len(argv):
             token = argv[index]
             if token.startswith("-") and token != "-":

@@ -3,7 +3,7 @@
 # `harness --help`, `harness team` (help, and every plain invocation that `commands.parse_fast` reads),
 # `harness daemon status` and `harness agent list`; anything else (another command, a typo, a missing
 # argument) goes to the Typer application, which explains it. Help is rendered here from the same tables the
-# Typer commands are built from (`commands.SPECS`, `TOP`, `TEAM_OTHERS`), so the two cannot drift.
+# Typer commands are built from (`commands.COMMANDS`, `TOP`, `TEAM_OTHERS`), so the two cannot drift.
 from __future__ import annotations
 
 import shutil
@@ -13,16 +13,17 @@ from typing import TYPE_CHECKING, Any
 
 from harness.cli import output
 from harness.cli.commands import (
+    COMMANDS,
     COMMON_HELP,
     COMMON_OPTIONS,
     PREFIX_HELP,
-    SPECS,
     NotFast,
     Options,
     Spec,
     Values,
     call,
     fail,
+    match_command,
     parse_fast,
     show,
     take_option,
@@ -122,7 +123,7 @@ def top_help() -> str:
 
 
 def team_help() -> str:
-    commands = [(name, spec.help.split("\n")[0]) for name, spec in SPECS.items()]
+    commands = [(name, spec.help.split("\n")[0]) for name, spec in COMMANDS.items()]
     lines = [
         "Usage: harness team [COMMON OPTIONS] COMMAND [ARGS] [OPTIONS]",
         *_paragraphs(TOP["team"] + " " + PREFIX_HELP),
@@ -155,10 +156,16 @@ def _help(argv: list[str]) -> str | None:
         return top_help()
     if not argv or argv[0] != "team" or (len(argv) > 1 and "--help" not in argv):
         return None
-    named = [word for word in argv[1:] if word in SPECS or word in TEAM_OTHERS]
-    if not named:
-        return team_help()
-    return command_help(named[0], SPECS[named[0]]) if named[0] in SPECS else None
+    words = argv[1:]
+    for index, word in enumerate(words):
+        name = word if word in TEAM_OTHERS else match_command(words[index:])
+        if name is None:
+            continue
+        after = words[index + len(name.split()) : index + len(name.split()) + 1]
+        if name in TEAM_OTHERS or any(other.startswith(f"{name} {' '.join(after)} ") for other in COMMANDS):
+            return None  # a command only Typer runs, or a group of commands (`board task`): Typer lists them
+        return command_help(name, COMMANDS[name])
+    return team_help()
 
 
 def _parse(argv: list[str], table: dict[str, tuple[str, str]]) -> Values | None:

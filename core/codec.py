@@ -16,6 +16,7 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 from cattrs.strategies import configure_tagged_union
 from immutables import Map
 
+from .board import BOARD_COMMAND_NAMES, Board, BoardCommand, Member, Note, Page
 from .commands import COMMAND_NAMES, TeamCommand
 from .delivery import DeskCommand
 from .errors import ErrorCode, Rejected
@@ -120,6 +121,12 @@ def _make_converter() -> cattrs.Converter:
         tag_name="type",
     )
     configure_tagged_union(
+        BoardCommand,
+        converter,
+        tag_generator=lambda cls: BOARD_COMMAND_NAMES[cls],
+        tag_name="type",
+    )
+    configure_tagged_union(
         DeskCommand,
         converter,
         tag_generator=lambda cls: DESK_COMMAND_NAMES[cls],
@@ -160,6 +167,43 @@ def desk_command_to_json(command: DeskCommand) -> dict[str, Any]:
 
 def desk_command_from_json(data: object) -> DeskCommand | Rejected:
     return from_json(data, DeskCommand)  # type: ignore[arg-type]  # a union is a valid structuring target
+
+
+def board_command_to_json(command: BoardCommand) -> dict[str, Any]:
+    data: dict[str, Any] = CONVERTER.unstructure(command, BoardCommand)
+    return data
+
+
+def board_command_from_json(data: object) -> BoardCommand | Rejected:
+    return from_json(data, BoardCommand)  # type: ignore[arg-type]  # a union is a valid structuring target
+
+
+# A board checkpoint and journal entry say their format (seed 002: "Recovery accepts only valid
+# journalVersion: 1 checkpoint and delta entries"); anything else is refused, never repaired.
+BOARD_JOURNAL_VERSION = 1
+
+
+def board_to_json(board: Board) -> dict[str, Any]:
+    """A whole board for a checkpoint. Its retained operations are commands of several kinds, so they
+    travel tagged like journal entries (a plain Map value would lose which command each is)."""
+    data: dict[str, Any] = CONVERTER.unstructure(attrs.evolve(board, operations=Map()))
+    data["operations"] = {op: board_command_to_json(command) for op, command in board.operations.items()}
+    return data
+
+
+def board_from_json(data: object) -> Board | Rejected:
+    if not isinstance(data, dict) or not isinstance(data.get("operations"), dict):
+        return reject(ErrorCode.BAD_REQUEST, "a board is an object with 'operations'")
+    board = from_json({**data, "operations": {}}, Board)
+    if isinstance(board, Rejected):
+        return board
+    operations: dict[str, BoardCommand] = {}
+    for op, entry in data["operations"].items():
+        command = board_command_from_json(entry)
+        if isinstance(command, Rejected):
+            return reject(ErrorCode.BAD_REQUEST, f"operation {op!r}: {command.detail}")
+        operations[op] = command
+    return attrs.evolve(board, operations=Map(operations))
 
 
 def _describe(error: BaseException) -> str:
@@ -212,3 +256,50 @@ def team_summary(team: Team) -> dict[str, Any]:
         "members": sum(1 for member in team.members.values() if member.state.value == "active"),
         "exchanges": len(team.exchange_order),
     }
+
+
+# --- the board's views: what a member or the owner reads of a team's board (notes only through a Page) ---
+
+
+def board_member_view(board: Board, member: Member) -> dict[str, Any]:
+    return {
+        "id": member.id,
+        "state": member.state.value,
+        "roles": [name for name in board.role_order if member.id in board.roles[name].holders],
+        "unread": len(member.unread),
+    }
+
+
+def board_view(board: Board) -> dict[str, Any]:
+    """The board as every reader sees it: session, roles, tasks and each member's unread count. Note texts
+    are not in it: a member reads its own with `read_messages`."""
+    return {
+        "teamId": board.session.team_id,
+        "generation": board.session.generation,
+        "revision": board.revision,
+        "bytes": board.bytes,
+        "members": [board_member_view(board, board.members[member_id]) for member_id in board.member_order],
+        "roles": [to_json(board.roles[name]) for name in board.role_order],
+        "tasks": [to_json(board.tasks[task_id]) for task_id in board.task_order],
+        "notes": len(board.note_order),
+    }
+
+
+def board_result_view(board: Board, result: object) -> Any:
+    """The JSON of what a board command returns: a task, role, note, page, or the members."""
+    if isinstance(result, Page):
+        return {
+            "notes": [note_view(note) for note in result.notes],
+            "nextOffset": result.next_offset,
+            "unread": result.unread,
+        }
+    if isinstance(result, Note):
+        return note_view(result)
+    if isinstance(result, tuple):
+        return {"members": [board_member_view(board, member) for member in result]}
+    return to_json(result)
+
+
+def note_view(note: Note) -> dict[str, Any]:
+    data: dict[str, Any] = to_json(note)
+    return data

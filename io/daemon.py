@@ -7,8 +7,9 @@
 # - io/ledger_runner.py: the one writer of the team ledger (persist before act, group commit) and its timers.
 # - io/delivery_router.py: the delivery worker; every durable effect to the desk of its destination, here or
 #   on a paired machine, and the restatement of what desks must have after a crash or a pairing.
-# - io/team_rpc.py: connections and frames; io/team_actions.py, io/team_reads.py and io/agent_actions.py:
-#   the action handlers; io/team_access.py: what those share.
+# - io/board_runner.py: the one writer of each team's board (board-v1), whose members follow the team's.
+# - io/team_rpc.py: connections and frames; io/team_actions.py, io/team_reads.py, io/board_actions.py and
+#   io/agent_actions.py: the action handlers; io/team_access.py: what those share.
 # - The remote node (io/remote.py) always runs beside the desk (one local gateway socket and an idle relay
 #   loop until a relay is configured), so `harness pair` works against a running daemon. Through it, members
 #   on paired machines send their `team` frames here (answered as a local connection would, never with owner
@@ -35,6 +36,8 @@ from harness.core.records import Ledger
 from harness.io import home as homes
 from harness.io.agent_actions import AgentActions
 from harness.io.agents import REGISTRY_FILE, AgentRegistry
+from harness.io.board_actions import BoardActions
+from harness.io.board_runner import BoardRunner
 from harness.io.delivery_router import DeliveryRouter
 from harness.io.desk_runner import DeskRunner, RunnerTiming
 from harness.io.journal import CheckpointPolicy
@@ -117,6 +120,14 @@ class Daemon:
             home, limits, clock, checkpoints=self._checkpoints, log=self._log, violated=violated
         )
         self._access = TeamAccess(self.ledger)
+        self.boards = BoardRunner(
+            home,
+            clock,
+            self.ledger.team,
+            checkpoints=self._checkpoints,
+            log=self._log,
+            violated=violated,
+        )
         self._handlers: dict[str, Handler] = {}  # action -> its handler, filled in `run`
         self._front: TeamRpc | None = None  # built in `run`, with the owner token and the machine id
         self._stop_scope: trio.CancelScope | None = None
@@ -148,11 +159,13 @@ class Daemon:
         try:
             router = self._assemble()
             await self.ledger.recover()
+            await self.boards.recover()
             try:
                 await self._serve(router, task_status)
             finally:
                 with trio.CancelScope(shield=True):
                     await self.ledger.aclose()
+                    await self.boards.aclose()
                     homes.remove_daemon_info(self.home, os.getpid())
                     with contextlib.suppress(FileNotFoundError):
                         self.socket_path.unlink()  # ours: the lock is still held
@@ -185,9 +198,11 @@ class Daemon:
         )
         router = DeliveryRouter(self.home, self.machine_id, self.ledger, desk, node, log=self._log)
         node.content_of = router.content_of
+        boards = BoardActions(self._access, self.boards)
         self._handlers.update(
             {
-                **TeamActions(self._access, router, self.home).handlers(),
+                **TeamActions(self._access, router, self.home, boards.follow).handlers(),
+                **boards.handlers(),
                 **TeamReads(self._access, router).handlers(),
                 **AgentActions(self.agents, self.machine_id, self.limits, self.clock, desk).handlers(),
                 "daemon_status": self._daemon_status,

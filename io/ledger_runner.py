@@ -10,6 +10,8 @@
 #   only then answers. Readers see only durable state; nothing leaves before the command that caused it is
 #   on disk.
 # - A team whose journal cannot be read or written is stopped (`unavailable`) until the daemon restarts.
+#   Opening and replaying every store (`open_stores`) and that stop's wording are shared with the boards'
+#   runner (io/board_runner.py).
 from __future__ import annotations
 
 import contextlib
@@ -17,7 +19,7 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import attrs
 import trio
@@ -110,6 +112,40 @@ class ReplayError(Exception):
     pass
 
 
+R = TypeVar("R")
+
+
+async def open_stores(
+    root: Path, replay: Callable[[str, Recovery], R], stop: Callable[[str, str], None]
+) -> dict[str, tuple[JournalStore, R]]:
+    """Open and replay the journal store of every key (team id) under `root`, for the ledger and the boards
+    alike. A store that cannot be read or replayed is closed and its key stopped (`corrupt_state`)."""
+    opened: dict[str, tuple[JournalStore, R]] = {}
+    for key in sorted(os.listdir(root)) if root.is_dir() else []:
+        directory = root / key
+        if not directory.is_dir():
+            continue
+        try:
+            store, recovery = await JournalStore.open(directory)
+        except CorruptState as error:
+            stop(key, f"{E.CORRUPT_STATE}: {error}")
+            continue
+        try:
+            opened[key] = (store, replay(key, recovery))
+        except ReplayError as error:
+            await store.aclose()
+            stop(key, f"{E.CORRUPT_STATE}: {directory}: {error}")
+    return opened
+
+
+def unwritable(what: str, error: BaseException) -> str:
+    """Why a store that failed a write stops its team's ledger or board until the daemon restarts."""
+    return (
+        f"{what} could not be written ({error}); it is stopped until the daemon restarts. The last request "
+        "may or may not have been recorded: retry it with the same operation id"
+    )
+
+
 def replay(team_id: str, recovery: Recovery, limits: Limits) -> tuple[Team | None, int]:
     """Rebuild one team from its checkpoint and journal; also the latest command time seen."""
     ledger = EMPTY_LEDGER
@@ -166,23 +202,12 @@ class LedgerRunner:
         self._send, self._receive = trio.open_memory_channel[Pending](LEDGER_QUEUE)
 
     async def recover(self) -> None:
-        root = ledgers_dir(self.home)
-        names = sorted(os.listdir(root)) if root.is_dir() else []
-        for team_id in names:
-            directory = root / team_id
-            if not directory.is_dir():
-                continue
-            try:
-                store, recovery = await JournalStore.open(directory)
-            except CorruptState as error:
-                self._stop_team(team_id, f"{E.CORRUPT_STATE}: {error}")
-                continue
-            try:
-                team, last_at = replay(team_id, recovery, self.limits)
-            except ReplayError as error:
-                await store.aclose()
-                self._stop_team(team_id, f"{E.CORRUPT_STATE}: {directory}: {error}")
-                continue
+        opened = await open_stores(
+            ledgers_dir(self.home),
+            lambda team_id, found: replay(team_id, found, self.limits),
+            self._stop_team,
+        )
+        for team_id, (store, (team, last_at)) in opened.items():
             self.stores[team_id] = store
             self._last_at = max(self._last_at, last_at)
             if team is not None:
@@ -199,6 +224,10 @@ class LedgerRunner:
     async def close_intake(self) -> None:
         """Take no more commands; `run` returns once every queued one is durable."""
         await self._send.aclose()
+
+    def team(self, team_id: str) -> Team | None:
+        """The durable team `team_id`, as readers see it now."""
+        return self.durable.teams.get(team_id)
 
     def changed(self, team_id: str) -> trio.Event:
         """An event set at the team's next durable change (or when it stops)."""
@@ -339,12 +368,7 @@ class LedgerRunner:
             self._fail_team(team_id, error)
 
     def _fail_team(self, team_id: str, error: BaseException) -> None:
-        self._stop_team(
-            team_id,
-            f"the ledger of team {team_id!r} could not be written ({error}); it is stopped until the daemon "
-            "restarts. The last request may or may not have been recorded: retry it with the same "
-            "operation id",
-        )
+        self._stop_team(team_id, unwritable(f"the ledger of team {team_id!r}", error))
         self.working = _with_team(self.working, team_id, self.durable.teams.get(team_id))
         self._publish(team_id)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -71,10 +71,17 @@ def _new_member(data: dict[str, Any], operation_id: str | None, default_id: str)
 class TeamActions:
     """list, create, get, members, add, remove, key, pause, resume, archive, ask, reply and cancel."""
 
-    def __init__(self, access: TeamAccess, router: DeliveryRouter, home: Path) -> None:
+    def __init__(
+        self,
+        access: TeamAccess,
+        router: DeliveryRouter,
+        home: Path,
+        roster_changed: Callable[[Team], Awaitable[None]],
+    ) -> None:
         self.access = access
         self.router = router
         self.home = home
+        self._roster_changed = roster_changed  # the board's members follow the team's
 
     def handlers(self) -> dict[str, Handler]:
         return {
@@ -126,6 +133,7 @@ class TeamActions:
             raise ActionError(E.CORRUPT_STATE.value, self.access.ledger.unavailable[new_id], new_id)
         team = await self.access.run(CreateTeam(0, new_id, request.text("name"), members), new_id)
         assert isinstance(team, Team)
+        await self._roster_changed(team)
         return team_view(team)
 
     async def get(self, request: Request) -> object:
@@ -144,6 +152,7 @@ class TeamActions:
         member = _new_member(dict(request.fields), None, draw_id())
         result = await self.access.run(AddMember(0, team_id(request), member), member.id)
         assert isinstance(result, Membership)
+        await self._follow(request)
         return member_view(result)
 
     async def remove(self, request: Request) -> object:
@@ -151,7 +160,13 @@ class TeamActions:
         assert member_id is not None
         result = await self.access.run(RemoveMember(0, team_id(request), member_id))
         assert isinstance(result, Membership)
+        await self._follow(request)
         return member_view(result)
+
+    async def _follow(self, request: Request) -> None:
+        team = self.access.ledger.durable.teams.get(team_id(request))
+        if team is not None:
+            await self._roster_changed(team)
 
     async def key(self, request: Request) -> object:
         team = self.access.team(request)

@@ -1,0 +1,254 @@
+# Each team's board, run: the one writer of the journaled board reducer (`harness.core.board.step`), one
+# journal store per team beside the team ledgers. A small runner rather than the ledger runner's pipeline:
+# board commands come from people and agents at a human pace, so each board steps one command at a time
+# under its own lock (journal order is step order) and answers only once the entry is durable.
+#
+# - The board's session is (team id, the team's `createdAt`): a team recreated under the same id (a new
+#   ledger, a restored backup) has a new creation time, so its board starts a new generation and the old
+#   board's store is moved aside, never reused; a command naming the old generation is refused by `step`.
+# - The board's members follow the team's active memberships: before every board command (and after each
+#   create, add and remove) the runner sends `SetMembers` when they differ, so a crash between the ledger's
+#   commit and the board's catches up on the next request.
+# - A board whose store cannot be read or written is stopped (`corrupt_state`) until the daemon restarts.
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from harness.core.board import (
+    DEFAULT_BOARD_LIMITS,
+    Board,
+    BoardCommand,
+    BoardLimits,
+    BoardOutcome,
+    MemberState,
+    Session,
+    SetMembers,
+    empty_board,
+    step,
+)
+from harness.core.board_invariants import board_violations, step_violations
+from harness.core.codec import (
+    BOARD_JOURNAL_VERSION,
+    board_command_from_json,
+    board_command_to_json,
+    board_from_json,
+    board_to_json,
+)
+from harness.core.errors import ErrorCode, Rejected
+from harness.core.outcome import reject, unchanged
+from harness.core.records import MembershipState, Team
+from harness.io.journal import TEAMS_DIR, CheckpointPolicy, JournalStore, Recovery, StoreError
+from harness.io.ledger_runner import ReplayError, open_stores, unwritable
+
+E = ErrorCode
+# A broken core invariant (what broke it, the violation) -> the reason the board stops.
+Violated = Callable[[str, tuple[str, str]], str]
+# What a request builds once the runner knows the board's session and the time: the command to step.
+Build = Callable[[Session, int], BoardCommand]
+
+
+def boards_dir(data_dir: Path) -> Path:
+    """The parent of every team board store under the daemon data directory."""
+    return data_dir / TEAMS_DIR / "boards"
+
+
+def board_store_dir(data_dir: Path, team_id: str) -> Path:
+    """Where the board of team `team_id` lives under the daemon data directory."""
+    return boards_dir(data_dir) / team_id
+
+
+def replaced_dir(data_dir: Path, team_id: str, generation: int) -> Path:
+    """Where the board of a replaced team generation is kept (outside `boards_dir`, so never replayed)."""
+    return data_dir / TEAMS_DIR / "boards-replaced" / f"{team_id}-{generation}"
+
+
+def session_of(team: Team) -> Session:
+    return Session(team.id, team.created_at)
+
+
+def active_members(team: Team) -> tuple[str, ...]:
+    return tuple(
+        member_id
+        for member_id in team.member_order
+        if team.members[member_id].state is MembershipState.ACTIVE
+    )
+
+
+def _entry(command: BoardCommand) -> dict[str, Any]:
+    return {"journalVersion": BOARD_JOURNAL_VERSION, "command": board_command_to_json(command)}
+
+
+def replay(team_id: str, recovery: Recovery, limits: BoardLimits) -> tuple[Board | None, int]:
+    """Rebuild one board from its checkpoint and journal; also the latest command time seen. Entries of
+    another version, or refused on replay, reject the store as a whole."""
+    board: Board | None = None
+    if recovery.checkpoint is not None:
+        data = recovery.checkpoint
+        if data.get("journalVersion") != BOARD_JOURNAL_VERSION:
+            raise ReplayError(f"checkpoint {recovery.checkpoint_seq} is not journalVersion 1")
+        found = board_from_json(data.get("board"))
+        if isinstance(found, Rejected):
+            raise ReplayError(f"checkpoint {recovery.checkpoint_seq} is not a board: {found.detail}")
+        broken = board_violations(found, limits)
+        if broken:  # derived states, indexes or the measure disagree with the records: not repaired
+            raise ReplayError(f"checkpoint {recovery.checkpoint_seq} is inconsistent: {': '.join(broken[0])}")
+        board = found
+    last_at = 0
+    for entry in recovery.entries:
+        if entry.body.get("journalVersion") != BOARD_JOURNAL_VERSION:
+            raise ReplayError(f"journal entry {entry.seq} is not journalVersion 1")
+        command = board_command_from_json(entry.body.get("command"))
+        if isinstance(command, Rejected):
+            raise ReplayError(f"journal entry {entry.seq} is not a board command: {command.detail}")
+        if command.session.team_id != team_id:
+            raise ReplayError(f"journal entry {entry.seq} belongs to team {command.session.team_id!r}")
+        outcome = step(board or empty_board(command.session), command, limits)
+        if isinstance(outcome, Rejected):
+            raise ReplayError(
+                f"journal entry {entry.seq} was refused on replay ({outcome.code}: {outcome.detail})"
+            )
+        board = outcome.state
+        last_at = max(last_at, command.at)
+    return board, last_at
+
+
+class BoardRunner:
+    """The boards of one data directory: `recover`, then `run` commands until `aclose`."""
+
+    def __init__(
+        self,
+        home: Path,
+        clock: Callable[[], int],
+        teams: Callable[[str], Team | None],
+        *,
+        limits: BoardLimits = DEFAULT_BOARD_LIMITS,
+        checkpoints: CheckpointPolicy,
+        log: Callable[[str], None],
+        violated: Violated | None = None,  # None: invariants are not checked
+    ) -> None:
+        self.home = home
+        self.clock = clock
+        self._teams = teams  # the durable team by id, read under the board's lock
+        self.limits = limits
+        self._checkpoints = checkpoints
+        self._log = log
+        self._violated = violated
+        self.boards: dict[str, Board] = {}  # durable boards: what readers see
+        self.stores: dict[str, JournalStore] = {}
+        self.unavailable: dict[str, str] = {}  # team id -> why its board is stopped
+        self._locks: dict[str, trio.Lock] = {}
+        self._last_at = 0
+
+    async def recover(self) -> None:
+        opened = await open_stores(
+            boards_dir(self.home), lambda team_id, found: replay(team_id, found, self.limits), self._stop
+        )
+        for team_id, (store, (board, last_at)) in opened.items():
+            self.stores[team_id] = store
+            self._last_at = max(self._last_at, last_at)
+            if board is not None:
+                self.boards[team_id] = board
+
+    async def aclose(self) -> None:
+        for store in self.stores.values():
+            await store.aclose()
+        self.stores.clear()
+
+    def _stop(self, team_id: str, why: str) -> None:
+        self.unavailable[team_id] = why
+        self._log(f"board of team {team_id} stopped: {why}")
+
+    async def run(self, team: Team, build: Build | None) -> BoardOutcome:
+        """Step the command `build` makes on `team`'s board (None: none), after following its members; the
+        durable outcome. Shielded: once begun, it finishes, so a lost client never leaves half a step."""
+        with trio.CancelScope(shield=True):
+            async with self._locks.setdefault(team.id, trio.Lock()):
+                # The team as it is now: a request that waited for the lock must not bring back the
+                # members of the team it read before (a remove committed meanwhile stays removed).
+                outcome = await self._run(self._teams(team.id) or team, build)
+        return outcome
+
+    async def _run(self, team: Team, build: Build | None) -> BoardOutcome:
+        if team.id in self.unavailable:
+            return reject(E.CORRUPT_STATE, self.unavailable[team.id])
+        board = await self._board_for(team)
+        if isinstance(board, Rejected):
+            return board
+        members = tuple(
+            member_id
+            for member_id in board.member_order
+            if board.members[member_id].state is MemberState.ACTIVE
+        )
+        wanted = active_members(team)
+        if set(members) != set(wanted):  # set_members is the owner's: the shell acts as the owner here
+            follow = SetMembers(f"members:{team.revision}", board.session, None, self._now(), wanted)
+            outcome = await self._step(team.id, board, follow)
+            if isinstance(outcome, Rejected):
+                return outcome
+            board = outcome.state
+        if build is None:
+            return unchanged(board, None)
+        return await self._step(team.id, board, build(board.session, self._now()))
+
+    def _now(self) -> int:
+        self._last_at = max(self._last_at, self.clock())
+        return self._last_at
+
+    async def _board_for(self, team: Team) -> Board | Rejected:
+        """The board of the team's generation; a board of an earlier generation is moved aside first."""
+        session = session_of(team)
+        board = self.boards.get(team.id)
+        store = self.stores.get(team.id)
+        if board is not None and board.session != session:
+            assert store is not None
+            await store.aclose()
+            del self.stores[team.id], self.boards[team.id]
+            store = None
+            aside = replaced_dir(self.home, team.id, board.session.generation)
+            try:
+                aside.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                os.replace(board_store_dir(self.home, team.id), aside)
+            except OSError as error:
+                self._stop(
+                    team.id, f"the board of a replaced team {team.id!r} cannot be moved aside: {error}"
+                )
+                return reject(E.CORRUPT_STATE, self.unavailable[team.id])
+            self._log(f"board of team {team.id}: generation {board.session.generation} kept in {aside}")
+        if store is None:
+            try:
+                store, _ = await JournalStore.open(board_store_dir(self.home, team.id))
+            except (StoreError, OSError) as error:
+                return reject(E.CORRUPT_STATE, f"cannot open the board of team {team.id!r}: {error}")
+            self.stores[team.id] = store
+        return board if board is not None else empty_board(session)
+
+    async def _step(self, team_id: str, board: Board, command: BoardCommand) -> BoardOutcome:
+        outcome = step(board, command, self.limits)
+        if self._violated is not None:
+            broken = step_violations(board, command, outcome, self.limits)
+            if broken:  # never applied: the board stops, as for a store that cannot be written
+                why = self._violated(f"{type(command).__name__} on the board of {team_id!r}", broken[0])
+                self._stop(team_id, why)
+                return reject(E.CORRUPT_STATE, why)
+        if isinstance(outcome, Rejected) or not outcome.changed:
+            return outcome
+        store = self.stores[team_id]
+        try:
+            seq = await store.append(_entry(command))
+        except (StoreError, trio.ClosedResourceError, ValueError, TypeError) as error:
+            self._stop(team_id, unwritable(f"the board of team {team_id!r}", error))
+            return reject(E.CORRUPT_STATE, self.unavailable[team_id])
+        self.boards[team_id] = outcome.state
+        if self._checkpoints.due(store):
+            try:
+                await store.checkpoint(
+                    seq, {"journalVersion": BOARD_JOURNAL_VERSION, "board": board_to_json(outcome.state)}
+                )
+            except StoreError as error:
+                self._stop(team_id, f"the board of team {team_id!r} could not be checkpointed: {error}")
+        return outcome

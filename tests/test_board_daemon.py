@@ -1,0 +1,320 @@
+# The team board end to end (issue 20): a real `harness daemon run` process, the board commands as people
+# and agents run them (`harness team --team T board ...` subprocesses), the `board` RPC as a hostile member
+# would send it, a SIGKILL and a restart, and a board of a replaced team generation.
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer.main
+from attrs import evolve as attrs_evolve
+
+from harness.cli.app import app
+from harness.cli.commands import BOARD_SPECS, SPECS, Options, parse_fast
+from harness.core import board as b
+from harness.core.codec import board_command_from_json, board_from_json, board_to_json, board_view
+from harness.core.errors import Rejected
+from harness.io import home as homes
+from harness.io.board_runner import board_store_dir, replay
+from harness.io.client import Client, RemoteError
+from harness.io.journal import CheckpointPolicy, JournalStore, Recovery, ledger_store_dir
+from harness.io.ledger_runner import ReplayError
+from tests.test_cli_e2e import Daemon, cli, error, ok
+from tests.test_daemon import Api, running, team_with_keys
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[Daemon]:
+    running = Daemon(tmp_path / "home")
+    running.start()
+    yield running
+    if running.process is not None and running.process.poll() is None:
+        running.process.kill()
+        running.process.wait(10)
+    running.close_pipes()
+
+
+def board(home: Path, *args: str, key: str | None = None) -> tuple[int, Any]:
+    return cli(home, "team", "--home", str(home), "--team", "t1", "board", *args, key=key)
+
+
+def create_team(home: Path, tmp_path: Path, names: tuple[str, ...]) -> dict[str, str]:
+    """Team t1 of `names` on this machine; each member's key by name."""
+    info = homes.read_daemon_info(home)
+    assert info is not None
+    members = [{"machineId": info["machineId"], "agentId": name, "name": name} for name in names]
+    (tmp_path / "team.json").write_text(json.dumps({"id": "t1", "name": "Build", "members": members}))
+    ok(cli(home, "team", "--home", str(home), "create", "--file", str(tmp_path / "team.json")))
+    team = ["team", "--home", str(home), "--team", "t1"]
+    return {name: ok(cli(home, *team, "key", name))["memberKey"] for name in names}
+
+
+def rpc(home: Path, action: str, key: str | None, **fields: Any) -> Any:
+    """One raw `team` frame on the daemon's socket, as a member (key) or the owner."""
+    with Client(home / homes.SOCKET_FILE) as client:
+        return client.request(
+            action,
+            team_id="t1",
+            member_key=key,
+            owner_token=None if key else homes.read_owner_token(home),
+            fields=fields,
+        )
+
+
+def test_two_members_share_a_board_across_a_crash(daemon: Daemon, tmp_path: Path) -> None:
+    home = daemon.home
+    keys = create_team(home, tmp_path, ("alice", "bob"))
+    alice, bob = keys["alice"], keys["bob"]
+    shown = ok(board(home, key=bob))
+    ids = {
+        m["name"]: m["id"]
+        for m in ok(cli(home, "team", "--home", str(home), "--team", "t1", "members"))["members"]
+    }
+    # The board's members follow the team's active memberships, from the create on.
+    assert [(m["id"], m["state"]) for m in shown["members"]] == [
+        (ids["alice"], "active"),
+        (ids["bob"], "active"),
+    ]
+    assert shown["you"] == ids["bob"] and shown["tasks"] == []
+
+    first = ok(board(home, "task", "add", "Write the parser", "--id", "task-1", key=alice))["result"]
+    assert (first["id"], first["state"], first["creator"]) == ("task-1", "ready", ids["alice"])
+    second = ok(board(home, "task", "add", "Test it", "--after", "task-1", "--id", "task-2", key=bob))[
+        "result"
+    ]
+    assert (second["state"], second["dependencies"]) == ("pending", ["task-1"])
+    # A retry with the same operation id is the same task; other content under it is a conflict.
+    assert ok(board(home, "task", "add", "Write the parser", "--id", "task-1", key=alice))["result"] == first
+    assert (
+        error(board(home, "task", "add", "Other", "--id", "task-1", key=alice), 1, "conflict")["operationId"]
+        == "task-1"
+    )
+
+    claimed = ok(board(home, "task", "claim", "task-1", key=alice))["result"]
+    assert (claimed["state"], claimed["claimant"]) == ("ready", ids["alice"])
+    # Issue 20: "A claim cannot be stolen: only the claimant, or the owner explicitly, releases it."
+    error(board(home, "task", "claim", "task-1", key=bob), 1, "conflict")
+    error(board(home, "task", "release", "task-1", key=bob), 1, "wrong_member")
+    error(board(home, "task", "start", "task-1", key=bob), 1, "wrong_member")
+    error(board(home, "task", "release", "task-1"), 1, "conflict")  # the owner must name the claim
+    # Through the raw RPC, a member cannot say it is someone else: the daemon sets the actor.
+    with pytest.raises(RemoteError) as caught:
+        rpc(home, "board", bob, command={"type": "release", "taskId": "task-1", "actor": ids["alice"]})
+    assert caught.value.code == "bad_request" and "actor" in caught.value.detail
+    with pytest.raises(RemoteError) as caught:
+        rpc(home, "board", bob, command={"type": "set_members", "members": [ids["bob"]]})
+    assert caught.value.code == "bad_request"
+    assert ok(board(home, "task", "show", "task-1"))["claimant"] == ids["alice"]
+
+    ok(board(home, "task", "start", "task-1", key=alice))
+    done = ok(board(home, "task", "done", "task-1", "--evidence", "parser.py:10", key=alice))["result"]
+    assert (done["state"], done["evidence"]) == ("done", ["parser.py:10"])
+    tasks = {t["id"]: t for t in ok(board(home, "task", "list", key=bob))["tasks"]}
+    assert (tasks["task-2"]["state"], tasks["task-2"]["claimant"]) == ("ready", None)
+    ok(board(home, "task", "claim", "task-2", key=bob))
+
+    # Notes: 30 to bob, paged 25 at a time; pulled with `board notes`, never pushed.
+    for n in range(30):
+        note = {"type": "send_note", "to": {"kind": "member", "name": "bob"}, "text": f"note {n}"}
+        rpc(home, "board", alice, id=f"note-{n:02d}", command=note)
+    assert [m["unread"] for m in ok(board(home, key=bob))["members"]] == [0, 30]
+    # Seed: "When unreadOnly: true, returned notes leave the unread result set, so nextOffset intentionally
+    # remains at the current offset until that page is exhausted."
+    page = ok(board(home, "notes", "--unread", "--id", "read-1", key=bob))["result"]
+    assert [n["text"] for n in page["notes"]] == [f"note {n}" for n in range(25)]
+    assert (page["nextOffset"], page["unread"]) == (0, 5)
+    # A retried read (same operation id) returns the same page and marks nothing more.
+    assert ok(board(home, "notes", "--unread", "--id", "read-1", key=bob))["result"] == page
+    page = ok(board(home, "notes", "--unread", "--offset", str(page["nextOffset"]), key=bob))["result"]
+    assert [n["text"] for n in page["notes"]] == [f"note {n}" for n in range(25, 30)]
+    assert (page["nextOffset"], page["unread"]) == (None, 0)
+    everything = ok(board(home, "notes", key=bob))["result"]
+    assert (len(everything["notes"]), everything["nextOffset"]) == (25, 25)
+    assert len(ok(board(home, "notes", "--offset", "25", key=bob))["result"]["notes"]) == 5
+    assert ok(board(home, "notes", key=alice))["result"]["notes"] == []  # not alice's to read
+
+    before = ok(board(home, key=bob))
+    daemon.kill()  # SIGKILL: every answered command was durable before its reply
+    daemon.start()
+    after = ok(board(home, key=bob))
+    assert after == before
+    # The session generation is the board's: a command naming another one is refused before it reads.
+    stale = error(board(home, "task", "done", "task-2", "--generation", "1", key=bob), 1, "conflict")
+    assert "generation 1" in stale["detail"]
+    assert ok(board(home, key=bob))["revision"] == after["revision"]
+    # Members removed from the team leave the board's active set (and their roles).
+    ok(board(home, "role", "tester", "--description", "runs the tests"))
+    ok(board(home, "take-role", "tester", key=bob))
+    ok(cli(home, "team", "--home", str(home), "--team", "t1", "remove", "bob"))
+    shown = ok(board(home))
+    assert [m["state"] for m in shown["members"]] == ["active", "removed"]
+    assert shown["roles"][0]["holders"] == []
+    error(board(home, key=bob), 1, "unauthorized")  # its key is revoked with its membership
+    # An archived team's board is kept: notes can still be read, nothing else changes.
+    ok(cli(home, "team", "--home", str(home), "--team", "t1", "archive"))
+    error(board(home, "task", "add", "Late work", key=alice), 1, "team_archived")
+    assert ok(board(home, "notes", "--member", "alice"))["result"] == {
+        "notes": [],
+        "nextOffset": None,
+        "unread": 0,
+    }
+
+
+def test_a_recreated_team_starts_a_new_board_generation(daemon: Daemon, tmp_path: Path) -> None:
+    home = daemon.home
+    keys = create_team(home, tmp_path, ("alice",))
+    ok(board(home, "task", "add", "Old work", "--id", "old", key=keys["alice"]))
+    old = ok(board(home))["generation"]
+    daemon.terminate()
+    shutil.rmtree(ledger_store_dir(home, "t1"))  # the team is gone; its board's store is still there
+    daemon.start()
+    keys = create_team(home, tmp_path, ("alice",))
+    fresh = ok(board(home, key=keys["alice"]))
+    assert fresh["generation"] != old and fresh["tasks"] == []
+    # A command queued for the replaced board is refused, and the old board is kept aside, never replayed.
+    error(board(home, "task", "claim", "old", "--generation", str(old), key=keys["alice"]), 1, "conflict")
+    assert board_store_dir(home, "t1").is_dir()
+    assert (home / "teams" / "boards-replaced" / f"t1-{old}").is_dir()
+
+
+def test_typer_hands_the_board_commands_the_values_the_fast_path_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[tuple[Options, dict[str, Any]]] = []
+    for table in (SPECS, BOARD_SPECS):
+        for name, spec in table.items():
+            monkeypatch.setitem(table, name, dataclasses.replace(spec, run=lambda o, v: seen.append((o, v))))
+    group = typer.main.get_command(app)
+    for argv in (
+        ["team", "--team", "t", "board"],
+        ["team", "--team", "t", "board", "--json"],
+        ["team", "--team", "t", "board", "role", "qa", "--description", "tests", "--id", "r1"],
+        ["team", "board", "take-role", "qa", "--team", "t", "--member", "bob"],
+        [
+            "team",
+            "--team",
+            "t",
+            "board",
+            "task",
+            "add",
+            "T",
+            "--owner",
+            "role:qa",
+            "--after",
+            "a",
+            "--after",
+            "b",
+        ],
+        ["team", "--team", "t", "board", "task", "done", "x", "--evidence", "a:1", "--generation", "7"],
+        ["team", "--team", "t", "board", "task", "release", "x", "--claimant", "bob", "--key", "k"],
+        ["team", "--team", "t", "board", "task", "list", "--wide"],
+        ["team", "--team", "t", "board", "note", "role:qa", "hi", "--home", "/h"],
+        ["team", "--team", "t", "board", "notes", "--unread", "--offset", "25", "--member", "bob"],
+    ):
+        parsed = parse_fast(argv)
+        assert parsed is not None, argv
+        _spec, fast_opts, fast_values = parsed
+        group.main(argv, standalone_mode=False)
+        opts, values = seen.pop()
+        assert values == fast_values, argv
+        assert vars(opts) == vars(fast_opts), argv
+    for argv in (
+        ["team", "--team", "t", "board", "task"],
+        ["team", "--team", "t", "board", "task", "claim"],
+        ["team", "--team", "t", "board", "notes", "--offset", "many"],
+    ):
+        assert parse_fast(argv) is None, argv
+
+
+def test_a_board_checkpoint_is_exact_json_and_its_parsing_strict() -> None:
+    """A checkpoint keeps every retained operation with its kind, so a repeat after recovery is still
+    recognised (B14); the view that leaves the owner has no note text."""
+    session = b.Session("t1", 5)
+    steps: list[b.BoardCommand] = [
+        b.SetMembers("m", session, None, 1, ("alice", "bob")),
+        b.DefineRole("r", session, None, 2, "qa", "tests"),
+        b.AddTask("t", session, "alice", 3, "Parser", owner=b.Addressee(b.AddresseeKind.ROLE, "qa")),
+        b.SendNote("n", session, "alice", 4, b.Addressee(b.AddresseeKind.MEMBER, "bob"), "secret plan"),
+    ]
+    state = b.empty_board(session)
+    for command in steps:
+        outcome = b.step(state, command)
+        assert not isinstance(outcome, Rejected), outcome
+        state = outcome.state
+    data = json.loads(json.dumps(board_to_json(state)))
+    assert data["operations"]["t"]["type"] == "add_task" and data["memberOrder"] == ["alice", "bob"]
+    restored = board_from_json(data)
+    assert restored == state
+    repeat = b.step(restored, attrs_evolve(steps[2], at=99))
+    assert not isinstance(repeat, Rejected) and not repeat.changed
+    assert isinstance(board_from_json({**data, "extra": 1}), Rejected)
+    wrong = {**data, "operations": {"t": {**data["operations"]["t"], "type": "steal"}}}
+    assert isinstance(board_from_json(wrong), Rejected)
+    claim = {"type": "claim", "op": "x", "actor": "a", "at": 1, "taskId": "t"}
+    assert isinstance(
+        board_command_from_json({**claim, "session": {"teamId": "t1", "generation": "5"}}), Rejected
+    )
+    assert "secret plan" not in json.dumps(board_view(state))
+    assert board_view(state)["members"][1] == {"id": "bob", "state": "active", "roles": [], "unread": 1}
+
+
+async def test_boards_recover_from_checkpoints_and_a_broken_store_stops_only_its_board(
+    tmp_path: Path,
+) -> None:
+    """Board checkpoints go through the daemon's own path (every 2 entries here), and recovery takes the
+    checkpoint plus the entries after it; a store holding an entry of another journal version is refused as
+    a whole (seed: "Recovery accepts only valid journalVersion: 1 checkpoint and delta entries"), which stops
+    that board alone."""
+    policy = CheckpointPolicy(every=2)
+    async with running(tmp_path, checkpoint_policy=policy) as daemon:
+        owner = await Api.open(daemon)
+        keys = await team_with_keys(owner)
+        await team_with_keys(owner, "t2")
+        alice = await Api.open(daemon, keys["alice"])
+        for n in range(5):
+            await alice("board", "t1", id=f"task-{n}", command={"type": "add_task", "title": f"task {n}"})
+        await alice("board", "t1", command={"type": "claim", "taskId": "task-0"})
+        before = await owner("board_get", "t1")
+        assert await owner("board_get", "t2")
+    assert any(path.name.startswith("checkpoint-") for path in board_store_dir(tmp_path, "t1").iterdir())
+    async with running(tmp_path, checkpoint_policy=policy) as daemon:
+        owner = await Api.open(daemon)
+        assert await owner("board_get", "t1") == before
+    store, _ = await JournalStore.open(board_store_dir(tmp_path, "t2"))
+    async with store:
+        await store.append({"journalVersion": 2, "command": {"type": "claim"}})
+    async with running(tmp_path) as daemon:
+        owner = await Api.open(daemon)
+        refused = await owner.error("board_get", "t2")
+        assert refused.code == "corrupt_state" and "journalVersion 1" in refused.detail
+        assert await owner("board_get", "t1") == before
+
+
+def test_an_inconsistent_board_checkpoint_is_refused_as_a_whole() -> None:
+    """Seed: "Inconsistent checkpoints and deltas are rejected as a whole"; "Current derived dependency
+    and member states must be consistent at each revision." A checkpoint whose waiting task says ready is
+    not repaired on recovery."""
+    session = b.Session("t1", 5)
+    state = b.empty_board(session)
+    for command in (
+        b.SetMembers("m", session, None, 1, ("alice",)),
+        b.AddTask("first", session, "alice", 2, "First"),
+        b.AddTask("second", session, "alice", 3, "Second", dependencies=("first",)),
+    ):
+        outcome = b.step(state, command)
+        assert not isinstance(outcome, Rejected)
+        state = outcome.state
+    data = board_to_json(state)
+    data["tasks"]["second"]["state"] = "ready"
+    checkpoint = {"journalVersion": 1, "board": data}
+    with pytest.raises(ReplayError, match="inconsistent: B2"):
+        replay("t1", Recovery(7, checkpoint, ()), b.DEFAULT_BOARD_LIMITS)
+    found, _ = replay(
+        "t1", Recovery(7, {"journalVersion": 1, "board": board_to_json(state)}, ()), b.DEFAULT_BOARD_LIMITS
+    )
+    assert found == state
