@@ -6,6 +6,11 @@
 # and reconnects by itself, re-reading daemon.json so a restarted daemon is found too. Every word on
 # screen is built by cli/output.py's `shown` (terminal-safe Text, never markup): a peer's name or question may
 # hold escape sequences or `[link=…]`, and DataTable would read a plain string cell as markup.
+#
+# The team's board (board-v1) is shown read-only beside it: tasks by state with what they wait on, and each
+# member's unread notes. The daemon pushes no board snapshot (the board has its own revision, apart from the
+# ledger's), so the view reads `board_get` on every team snapshot and every BOARD_SECONDS, and the same rule
+# holds: only a newer board (generation, revision) replaces what is shown.
 from __future__ import annotations
 
 import threading
@@ -36,6 +41,10 @@ REFUSED_RETRY_SECONDS = 5.0
 # Terminal observations are not part of the snapshot; they are re-read this often while the view is open.
 OBSERVE_SECONDS = 5.0
 EXCERPT_CHARS = 80
+# A claim or a note changes the board but not the ledger's revision: it shows within this long.
+BOARD_SECONDS = 2.0
+# Tasks by state: what is moving first, what is over last (spec/board-v1.md's task states).
+TASK_STATE_ORDER = ("in_progress", "ready", "pending", "blocked", "done", "cancelled")
 
 
 class Snapshot(Message):
@@ -61,6 +70,15 @@ class Observed(Message):
     def __init__(self, observations: dict[str, str]) -> None:
         super().__init__()
         self.observations = observations
+
+
+class BoardSnapshot(Message):
+    """The team's board from `board_get`, or None with why it could not be read."""
+
+    def __init__(self, board: dict[str, Any] | None, detail: str = "") -> None:
+        super().__init__()
+        self.board = board
+        self.detail = detail
 
 
 class Subscriber:
@@ -186,6 +204,14 @@ def _fetch(home: Path, socket: str | None, team_id: str) -> tuple[Any, dict[str,
         return team, observations
 
 
+def _fetch_board(home: Path, socket: str | None, team_id: str) -> Any:
+    """One short connection: the team's board (`board_get`). Raises ClientError like any call."""
+    found, _ = locate_socket(home, socket)
+    with Client(found) as client:
+        client.check_compatible()
+        return client.request("board_get", team_id=team_id, owner_token=homes.read_owner_token(home))
+
+
 def _names(team: dict[str, Any]) -> dict[str, str]:
     return {m["id"]: m["name"] for m in team.get("members", [])}
 
@@ -193,6 +219,42 @@ def _names(team: dict[str, Any]) -> dict[str, str]:
 def _row(*cells: object) -> list[Text]:
     """One table row: each cell on one line, terminal-safe, as Text."""
     return [shown(one_line(cell)) for cell in cells]
+
+
+def board_position(board: dict[str, Any]) -> tuple[int, int] | None:
+    """Where a board stands: a newer generation (the team recreated) or revision replaces an older one."""
+    generation, revision = board.get("generation"), board.get("revision")
+    if not isinstance(generation, int) or not isinstance(revision, int):
+        return None
+    return generation, revision
+
+
+def by_state(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tasks grouped by state in TASK_STATE_ORDER (an unknown state last), each group in board order."""
+    rank = {state: n for n, state in enumerate(TASK_STATE_ORDER)}
+    return sorted(tasks, key=lambda task: rank.get(str(task.get("state")), len(rank)))
+
+
+def task_cells(task: dict[str, Any], tasks: dict[str, str], names: dict[str, str]) -> list[Text]:
+    """One task row: state, title, who may claim it, its claimant, and what it comes after (by title)."""
+    owner = task.get("owner")
+    if not isinstance(owner, dict):
+        may = "anyone"
+    elif owner.get("kind") == "role":
+        may = f"role:{owner.get('name')}"
+    else:
+        member = str(owner.get("name"))
+        may = names.get(member, member)
+    claimant = task.get("claimant")
+    after = ", ".join(tasks.get(dep, dep) for dep in task.get("dependencies") or [])
+    return _row(
+        task.get("state", "?"),
+        one_line(task.get("title") or "", EXCERPT_CHARS),
+        may,
+        "-" if claimant is None else names.get(claimant, claimant),
+        one_line(after, EXCERPT_CHARS) or "-",
+        task.get("id", "?"),
+    )
 
 
 def exchange_detail(exchange: dict[str, Any], names: dict[str, str]) -> Text:
@@ -262,6 +324,7 @@ class WatchApp(App[None]):
     .heading { height: 1; padding: 0 1; text-style: bold; color: $text-muted; }
     #roster { height: auto; max-height: 12; }
     #exchanges { height: 1fr; }
+    #tasks { height: auto; max-height: 10; }
     .-narrow #body { layout: vertical; }
     .-narrow #lists { width: 1fr; height: 1fr; }
     .-narrow #detail { width: 1fr; height: 1fr; border-left: none; border-top: solid $panel; }
@@ -297,6 +360,8 @@ class WatchApp(App[None]):
         self.selected: str | None = None
         self.link = "connecting"
         self.observations: dict[str, str] = {}
+        self.board: dict[str, Any] | None = None
+        self.board_detail = "not read yet"  # why no board is shown, while none is
         self._subscriber = (
             Subscriber(home, team_id, daemon_socket, self.post_message, machine) if subscribe else None
         )
@@ -310,6 +375,8 @@ class WatchApp(App[None]):
                 yield DataTable(id="roster", cursor_type="none", zebra_stripes=True)
                 yield Static("Exchanges (newest first)", classes="heading")
                 yield DataTable(id="exchanges", cursor_type="row", zebra_stripes=True)
+                yield Static("Board", id="board-heading", classes="heading")
+                yield DataTable(id="tasks", cursor_type="none", zebra_stripes=True)
             with VerticalScroll(id="detail"):
                 yield Static("no exchange selected", id="detail-text")
         yield Footer()
@@ -317,7 +384,10 @@ class WatchApp(App[None]):
     def on_mount(self) -> None:
         roster = self.query_one("#roster", DataTable)
         roster.can_focus = False
-        roster.add_columns("name", "member", "terminal", "role", "introduction", "agent")
+        roster.add_columns("name", "member", "terminal", "role", "introduction", "notes", "agent")
+        tasks = self.query_one("#tasks", DataTable)
+        tasks.can_focus = False
+        tasks.add_columns("task", "title", "owner", "claimant", "after", "id")
         exchanges = self.query_one("#exchanges", DataTable)
         exchanges.add_columns("question", "delivery", "from -> to", "text", "id")
         self.query_one("#detail", VerticalScroll).can_focus = False
@@ -325,6 +395,7 @@ class WatchApp(App[None]):
         if self._subscriber is not None:
             self.run_worker(self._subscriber.run, thread=True, exit_on_error=False, name="subscribe")
             self.set_interval(OBSERVE_SECONDS, self._observe_later)
+            self.set_interval(BOARD_SECONDS, self._look_at_board_later)
 
     def on_unmount(self) -> None:
         if self._subscriber is not None:
@@ -343,6 +414,24 @@ class WatchApp(App[None]):
         with suppress(NoMatches):
             self._render_team()
         self._observe_later()
+        self._look_at_board_later()
+
+    def on_board_snapshot(self, message: BoardSnapshot) -> None:
+        board = message.board
+        if board is None:
+            self.board_detail = message.detail
+        else:
+            position = board_position(board)
+            shown_at = None if self.board is None else board_position(self.board)
+            if board.get("teamId") != self.team_id or position is None:
+                return
+            if shown_at is not None and position <= shown_at:
+                return  # an older (or the same) board never replaces what is shown
+            self.board = board
+        with suppress(NoMatches):
+            self._render_board()
+            if self.team is not None:
+                self._render_roster(self.team)
 
     def on_link(self, message: Link) -> None:
         self.link = message.state
@@ -381,6 +470,28 @@ class WatchApp(App[None]):
         except ClientError:
             return  # the subscriber reports the daemon's state; observations simply stay as they were
         self.post_message(Observed(observations))
+
+    def _look_at_board_later(self) -> None:
+        if self._subscriber is None or self.link != "live":
+            return
+        if self.machine is not None:  # `board_get` is not an observation a paired machine may make
+            self.post_message(
+                BoardSnapshot(None, f"the board of machine {self.machine}'s team is not shown here")
+            )
+            return
+        self._look_at_board()
+
+    @work(thread=True, exclusive=True, group="board", exit_on_error=False)
+    def _look_at_board(self) -> None:
+        try:
+            board = _fetch_board(self.home, self.daemon_socket, self.team_id)
+        except RemoteError as error:
+            self.post_message(BoardSnapshot(None, f"{error.code}: {error.detail}"))
+            return
+        except ClientError:
+            return  # the subscriber reports the daemon's state; the board stays as it was
+        if isinstance(board, dict):
+            self.post_message(BoardSnapshot(board))
 
     @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)
     def _refresh(self) -> None:
@@ -421,10 +532,33 @@ class WatchApp(App[None]):
         self._render_title()
         self._render_roster(self.team)
         self._render_exchanges(self.team)
+        self._render_board()
+
+    def _unread(self) -> dict[str, int]:
+        """Each member's unread notes, by membership id, from the board shown."""
+        members = self.board.get("members", []) if self.board is not None else []
+        return {m["id"]: m["unread"] for m in members if isinstance(m.get("unread"), int)}
+
+    def _render_board(self) -> None:
+        heading = self.query_one("#board-heading", Static)
+        table = self.query_one("#tasks", DataTable)
+        table.clear()
+        board = self.board
+        if board is None:
+            heading.update(shown(f"Board: {self.board_detail}"))
+            return
+        tasks = board.get("tasks", [])
+        notes = board.get("notes", 0)
+        heading.update(shown(f"Board (revision {board.get('revision')}): {len(tasks)} tasks, {notes} notes"))
+        titles = {t["id"]: one_line(t.get("title") or t["id"], EXCERPT_CHARS // 4) for t in tasks}
+        names = _names(self.team) if self.team is not None else {}
+        for task in by_state(tasks):
+            table.add_row(*task_cells(task, titles, names), key=task["id"])
 
     def _render_roster(self, team: dict[str, Any]) -> None:
         roster = self.query_one("#roster", DataTable)
         roster.clear()
+        unread = self._unread()
         for member in team.get("members", []):
             roster.add_row(
                 *_row(
@@ -433,6 +567,7 @@ class WatchApp(App[None]):
                     self.observations.get(member["id"], "-"),
                     one_line(member.get("role") or "", EXCERPT_CHARS) or "-",
                     delivery_text(member.get("introduction")),
+                    unread.get(member["id"], "-"),
                     f"{member['machineId']}/{member['agentId']}",
                 ),
                 key=member["id"],

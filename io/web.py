@@ -6,7 +6,8 @@
 # ticket in its fragment, which a browser never sends in a request line, so it reaches no log. The page sends
 # it in the first WebSocket frame and gets a session for reconnects; this server then relays the page's
 # requests to the daemon with the owner token added, allowing only what the page offers (reads, pause, resume,
-# archive, cancel, and the checks), for this server's team only. A member key can never be asked for.
+# archive, cancel, and the checks), for this server's team only. A member key can never be asked for. The
+# board is read (`board_get`) and never written: the page relays no `board` command.
 #
 # Each page connection gets its own daemon connection (the daemon's Unix socket), located afresh through
 # daemon.json, so a daemon restart costs the page one reconnect; the page keeps the newest revision it saw.
@@ -66,10 +67,11 @@ FILES: Final = {
     "/app.css": ("app.css", "text/css; charset=utf-8"),
 }
 SOCKET_PATH: Final = "/ws"
-# What the page may ask the daemon for. `key` (a member's private key) and membership edits are absent.
+# What the page may ask the daemon for. `key` (a member's private key), membership edits and board commands
+# are absent; the board is shown read-only.
 PAGE_ACTIONS: Final = frozenset(
     {"capabilities", "get", "members", "status", "subscribe", "pause", "resume", "archive", "cancel"}
-    | {"agent_show"}
+    | {"agent_show", "board_get"}
 )
 # A request head larger than this is not a browser asking for one of three files.
 MAX_HEAD_BYTES: Final = 16 * 1024

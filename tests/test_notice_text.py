@@ -1,11 +1,16 @@
 # What a notice says about who wrote it (issue 16, item 8): the terminal text of an answer's continuation is
 # rendered from the ledger's attribution: an owner's reply on a member's behalf never reads as the member's.
+# And what an introduction teaches (issue 20): the board commands, beside the team commands.
 from __future__ import annotations
+
+import re
 
 from harness.core import commands as c
 from harness.core import effects as fx
+from harness.core.limits import DEFAULT_LIMITS
 from harness.core.records import NoticeKind
-from harness.core.system import render_notice
+from harness.core.system import NoticeContent, Prefix, Teammate, render_content, render_notice
+from tests.live.scripts import INTRODUCTION
 from tests.team_helpers import TEAM, Driver
 
 
@@ -41,3 +46,39 @@ def test_a_members_own_reply_is_attributed_to_the_member() -> None:
     driver.reply("q1", 2)
     expected = "[team Build Harness] agent-2 answered your question q1:\n"
     assert _answer_notice(driver, "q1").startswith(expected)
+
+
+def _introduction(prefix: Prefix | None = None, teammates: tuple[Teammate, ...] = ()) -> str:
+    content = NoticeContent(
+        NoticeKind.INTRODUCTION, TEAM, "Build Harness", "mem1", "agent-1", "dev", teammates, "k1"
+    )
+    return render_content(content, prefix=prefix)
+
+
+def test_the_introduction_teaches_the_board_commands_after_the_use_line() -> None:
+    """Issue 20: "the board is pulled, never pushed", so the introduction is where an agent learns its board
+    commands: one `Board:` line with the member's own command prefix, after the `Use:` line."""
+    prefix = "/opt/bin/harness team --data-dir /srv/h --team t1 --key-file /k"
+    lines = _introduction(lambda team, key: prefix).split("\n")
+    assert [line.split(":", 1)[0] for line in lines[1:]] == ["Use", "Board"]
+    board = lines[2]
+    assert board.startswith(f"Board: {prefix} board | board task list | board task claim TASK_ID | ")
+    for command in ("board task start TASK_ID", "board task done TASK_ID", "board notes --unread"):
+        assert f"| {command}" in board
+
+
+def test_the_live_runs_still_find_the_prefix_in_the_introduction() -> None:
+    """The scripted models read the prefix from the `Use:` line (tests/live/scripts.py INTRODUCTION); the
+    board line must not change what that reads."""
+    prefix = "/opt/bin/harness team --data-dir /srv/h --team t1 --key-file /k"
+    found = re.search(INTRODUCTION, _introduction(lambda team, key: prefix, (Teammate("bob", "qa"),)))
+    assert found is not None and found["prefix"] == prefix
+
+
+def test_the_longest_introduction_stays_within_notice_bytes() -> None:
+    """The board line adds to every introduction: with every name and the prefix at their bounds it still
+    fits `notice_bytes` (excerpted, never cut silently)."""
+    big = "界" * DEFAULT_LIMITS.name_chars
+    mates = tuple(Teammate(big, big) for _ in range(DEFAULT_LIMITS.memberships - 1))
+    rendered = _introduction(lambda team, key: "x" * 4096, mates)
+    assert len(rendered.encode()) <= DEFAULT_LIMITS.notice_bytes

@@ -19,7 +19,7 @@ import trio
 from rich.text import Text
 from textual.widgets import DataTable, Static
 
-from harness.cli.watch import Link, Observed, Snapshot, WatchApp
+from harness.cli.watch import BoardSnapshot, Link, Observed, Snapshot, WatchApp
 from harness.core.terminal_text import BIDI_CONTROLS
 from harness.io import home as homes
 from harness.io.client import Client
@@ -64,10 +64,14 @@ class DaemonThread:
         assert not self._thread.is_alive()
         assert self._daemon.internal_errors == 0
 
-    def call(self, action: str, **fields: Any) -> Any:
+    def call(self, action: str, *, key: str | None = None, **fields: Any) -> Any:
+        """One `team` request as the owner, or as the member whose key is `key`."""
         with Client(self.socket_path) as client:
-            token = homes.read_owner_token(self.home)
-            return client.request(action, team_id=TEAM, owner_token=token, fields=fields)
+            token = None if key else homes.read_owner_token(self.home)
+            return client.request(action, team_id=TEAM, owner_token=token, member_key=key, fields=fields)
+
+    def board(self, kind: str, op: str, *, key: str | None = None, **command: Any) -> Any:
+        return self.call("board", key=key, id=op, command={"type": kind, **command})
 
 
 @pytest.fixture
@@ -341,3 +345,124 @@ def test_finding_6_every_field_of_a_snapshot_is_shown_escaped_never_as_markup(tm
             assert f"{word}␛]2;pwned␛\\\\u009b\\u202e^@[b]{word}[/b]" in screen, (word, screen)
 
     run(app, scenario, (600, 60))
+
+
+def test_the_board_shows_tasks_by_state_and_each_members_unread_notes(daemon: DaemonThread) -> None:
+    """Issue 20: the watch shows the board read-only: "tasks by state with their dependencies" and owner or
+    claimant, and each member's unread notes where it shows members. A claim changes the board and not the
+    ledger, so the view reads the board by itself, without a new team revision."""
+    ann = daemon.call("key", memberId="m-ann")["memberKey"]
+    daemon.board("define_role", "r1", name="qa", description="tests what is built")
+    daemon.board("add_task", "old", title="Dropped idea")
+    daemon.board("add_task", "design", title="Design the API")
+    daemon.board(
+        "add_task",
+        "build",
+        title="Build it",
+        dependencies=["design"],
+        owner={"kind": "member", "name": "ann"},
+    )
+    daemon.board("add_task", "test", title="Test it", owner={"kind": "role", "name": "qa"})
+    daemon.board("cancel", "c1", taskId="old")
+    daemon.board("claim", "c2", key=ann, taskId="design")
+    daemon.board("start", "c3", key=ann, taskId="design")
+    daemon.board("send_note", "n1", to={"kind": "member", "name": "bob"}, text="the API is in docs/api.md")
+    daemon.board("send_note", "n2", to={"kind": "member", "name": "bob"}, text="and the tests in tests/")
+    app = WatchApp(daemon.home, TEAM)
+
+    def cells(table: DataTable[Any], key: str) -> list[str]:
+        return [str(cell) for cell in table.get_row(key)]
+
+    async def scenario(pilot: Any) -> None:
+        await until(lambda: app.board is not None and app.revision >= 0, pilot)
+        await pilot.pause()
+        tasks = app.query_one("#tasks", DataTable)
+        order = [str(row.key.value) for row in tasks.ordered_rows]
+        assert order == ["design", "test", "build", "old"]  # in progress, ready, pending, cancelled
+        assert cells(tasks, "design")[:5] == ["in_progress", "Design the API", "anyone", "ann", "-"]
+        assert cells(tasks, "build")[:5] == ["pending", "Build it", "ann", "-", "Design the API"]
+        assert cells(tasks, "test")[2] == "role:qa"
+        assert cells(tasks, "old")[0] == "cancelled"
+        assert "4 tasks, 2 notes" in plain(app, "#board-heading")
+        roster = app.query_one("#roster", DataTable)
+        assert (cells(roster, "m-bob")[5], cells(roster, "m-ann")[5]) == ("2", "0")
+        # ann finishes the design: the board moves on while the ledger's revision stays where it was.
+        revision = app.revision
+        await asyncio.to_thread(daemon.board, "done", "c4", key=ann, taskId="design")
+        await until(lambda: cells(tasks, "design")[0] == "done", pilot)
+        await pilot.pause()
+        assert cells(tasks, "build")[0] == "ready"
+        assert [str(row.key.value) for row in tasks.ordered_rows][:2] == ["build", "test"]  # board order
+        assert app.revision == revision
+
+    run(app, scenario, (160, 50))
+
+
+def test_an_older_board_is_ignored_and_a_failed_read_keeps_the_last(tmp_path: Path) -> None:
+    app = WatchApp(tmp_path, TEAM, subscribe=False)
+    board = {"teamId": TEAM, "generation": 7, "members": [], "roles": [], "notes": 0}
+
+    def task(title: str) -> dict[str, Any]:
+        return {
+            "id": "t",
+            "title": title,
+            "state": "ready",
+            "owner": None,
+            "claimant": None,
+            "dependencies": [],
+        }
+
+    async def scenario(pilot: Any) -> None:
+        app.post_message(BoardSnapshot(None, "unknown_team: no team 't1'"))
+        await pilot.pause()
+        assert "unknown_team" in plain(app, "#board-heading")
+        app.post_message(BoardSnapshot({**board, "revision": 4, "tasks": [task("four")]}))
+        app.post_message(BoardSnapshot({**board, "revision": 3, "tasks": [task("three")]}))
+        app.post_message(BoardSnapshot({**board, "revision": 4, "tasks": [task("four again")]}))
+        app.post_message(BoardSnapshot({**board, "teamId": "other", "revision": 9, "tasks": [task("other")]}))
+        app.post_message(BoardSnapshot(None, "the daemon went away"))
+        await pilot.pause()
+        tasks = app.query_one("#tasks", DataTable)
+        assert str(tasks.get_row("t")[1]) == "four"
+        assert "revision 4" in plain(app, "#board-heading")
+        # The team recreated: a new generation starts its revisions again and replaces the old board.
+        app.post_message(BoardSnapshot({**board, "generation": 8, "revision": 1, "tasks": [task("reborn")]}))
+        await pilot.pause()
+        assert str(tasks.get_row("t")[1]) == "reborn"
+
+    run(app, scenario, (120, 30))
+
+
+def test_every_field_of_the_board_is_shown_escaped_never_as_markup(tmp_path: Path) -> None:
+    """Finding 6 for the board: task titles, role names and ids are members' words (and a dependency's id is
+    shown when its task is unknown); each is shown with its control characters visible, markup as itself."""
+
+    def hostile(word: str) -> str:
+        return f"{word}\x1b]2;pwned\x1b\\\x9b\u202e\x00[b]{word}[/b]"
+
+    team = {"id": TEAM, "name": "Build", "state": "active", "revision": 1, "exchanges": []}
+    team["members"] = [{**MEMBERS[0], "state": "active", "introduction": None}]
+    task = {
+        "id": hostile("taskid"),
+        "title": hostile("title"),
+        "state": hostile("tstate"),
+        "owner": {"kind": "role", "name": hostile("role")},
+        "claimant": hostile("claimant"),
+        "dependencies": [hostile("dep")],
+    }
+    board = {"teamId": TEAM, "generation": 1, "revision": 2, "tasks": [task], "roles": [], "notes": 1}
+    board["members"] = [{"id": "m-ann", "state": "active", "roles": [], "unread": 1}]
+    app = WatchApp(tmp_path, TEAM, subscribe=False)
+
+    async def scenario(pilot: Any) -> None:
+        app.post_message(Snapshot(team))
+        app.post_message(BoardSnapshot(board))
+        await until(lambda: app.board is not None, pilot)
+        await pilot.pause()
+        screen = screen_text(app)
+        unprintable = {c for c in screen if c != "\n" and (not c.isprintable() or c in BIDI_CONTROLS)}
+        assert unprintable == set(), screen
+        for word in ("taskid", "title", "tstate", "role", "claimant", "dep"):
+            assert f"{word}␛]2;pwned␛\\\\u009b\\u202e^@[b]{word}[/b]" in screen, (word, screen)
+
+    run(app, scenario, (900, 40))

@@ -205,9 +205,11 @@ async def tab(browser: str, url: str) -> AsyncIterator[Tab]:
             await _call(ws, "Target.closeTarget", {"targetId": target}, None)
 
 
-def owner_call(home: Path, action: str, **fields: Any) -> Any:
+def owner_call(home: Path, action: str, *, key: str | None = None, **fields: Any) -> Any:
+    """One `team` request as the owner, or as the member whose key is `key`."""
+    token = None if key else homes.read_owner_token(home)
     with Client(home / homes.SOCKET_FILE) as client:
-        return client.request(action, team_id=TEAM, owner_token=homes.read_owner_token(home), fields=fields)
+        return client.request(action, team_id=TEAM, owner_token=token, member_key=key, fields=fields)
 
 
 @asynccontextmanager
@@ -247,6 +249,20 @@ async def test_the_page_shows_a_team_live_acts_and_survives_a_daemon_restart(
                 context="Phone daemon list",
                 **{"from": "m-ann"},
             )
+            # The board (issue 20): a task in progress, one waiting on it, and a note for bob. A title is a
+            # member's words: markup and a bidi override in it are shown as text.
+            ann = (await owner("key", memberId="m-ann"))["memberKey"]
+
+            async def board(kind: str, op: str, key: str | None = None, **command: Any) -> None:
+                await owner("board", key=key, id=op, command={"type": kind, **command})
+
+            await board("add_task", "api", title="Write the state API")
+            await board(
+                "add_task", "ui", title="<img src=x onerror=alert(1)>Phone \u202eview", dependencies=["api"]
+            )
+            await board("claim", "c1", key=ann, taskId="api")
+            await board("start", "c2", key=ann, taskId="api")
+            await board("send_note", "n1", to={"kind": "member", "name": "bob"}, text="API lands today")
         async with tab(browser, url) as page, daemon(home) as second:
             await page.until("document.querySelector('#team-name').textContent === 'Build'")
             assert await page.text("#link") == f"Live: daemon pid {os.getpid()}"
@@ -273,8 +289,31 @@ async def test_the_page_shows_a_team_live_acts_and_survives_a_daemon_restart(
             assert await page.text("#evidence") == "io/daemon.py:42"
             assert "null" not in await page.text("main") and "undefined" not in await page.text("main")
 
-            phone = await page.shoot(390, 844, "team-phone-390.png")
-            desktop = await page.shoot(1280, 800, "team-desktop-1280.png")
+            # The board, read-only: tasks by state with what they wait on and who claimed them, and each
+            # member's unread notes beside the member.
+            await page.until("document.querySelectorAll('#tasks .task').length === 2")
+            tasks = "[...document.querySelectorAll('#tasks .task')]"
+            assert await page.js(f"{tasks}.map((t) => t.dataset.task)") == ["api", "ui"]
+            assert await page.text("[data-task='api'] .t-state") == "in_progress"
+            assert await page.text("[data-task='api'] .task-who") == "may claim: anyone · claimant: ann"
+            assert await page.text("[data-task='ui'] .t-state") == "pending"
+            assert await page.text("[data-task='ui'] .task-after") == "after: Write the state API"
+            assert (
+                await page.text("[data-task='ui'] .task-title")
+                == "<img src=x onerror=alert(1)>Phone \\u202eview"
+            )
+            assert await page.js("document.querySelectorAll('#tasks img').length") == 0
+            assert await page.text("[data-member='m-bob'] .member-notes") == "board notes: 1 unread"
+            assert await page.text("[data-member='m-ann'] .member-notes") == "board notes: 0 unread"
+            # ann finishes: the page follows the board by itself (the ledger's revision does not move).
+            ledger = await page.js("document.documentElement.dataset.revision")
+            await owner("board", key=ann, id="c3", command={"type": "done", "taskId": "api"})
+            await page.until("document.querySelector(\"[data-task='ui'] .t-state\")?.textContent === 'ready'")
+            assert await page.js(f"{tasks}.map((t) => t.dataset.task)") == ["ui", "api"]
+            assert await page.js("document.documentElement.dataset.revision") == ledger
+
+            phone = await page.shoot(390, 844, "team-phone-390.png", (*KEY_ELEMENTS, "#tasks .task"))
+            desktop = await page.shoot(1280, 800, "team-desktop-1280.png", (*KEY_ELEMENTS, "#tasks .task"))
             assert phone.stat().st_size > 10_000 and desktop.stat().st_size > 10_000
 
             # An owner action goes through the page server, which holds the owner token.
@@ -438,7 +477,8 @@ async def test_an_older_revision_is_ignored_and_uncertain_delivery_is_checked_no
             checks = (*KEY_ELEMENTS[:-1], "#unconfirmed", "#unconfirmed .check-result", "#btn-cancel")
             await page.shoot(390, 844, "unconfirmed-phone-390.png", checks)
             # Checks re-read the ledger; nothing was sent again.
-            assert set(fake.actions) <= {"subscribe", "capabilities", "status", "members", "agent_show"}
+            reads = {"subscribe", "capabilities", "status", "members", "agent_show", "board_get"}
+            assert set(fake.actions) <= reads
             assert {"status", "members", "agent_show"} <= set(fake.actions)
 
             # A newer revision still comes through.

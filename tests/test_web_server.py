@@ -139,10 +139,13 @@ async def test_only_the_pages_actions_on_its_own_team_are_relayed(tmp_path: Path
             await ws.send_message(json.dumps(request))
             return await frames_until(ws, "team_result")
 
-        # A member key never reaches the page, nor do membership edits or asks.
-        for action in ("key", "add", "remove", "ask", "reply", "create", "list"):
-            reply = await ask(action, memberId="m-ann")
+        # A member key never reaches the page, nor do membership edits or asks, nor board commands.
+        for action in ("key", "add", "remove", "ask", "reply", "create", "list", "board"):
+            reply = await ask(action, memberId="m-ann", command={"type": "add_task", "title": "x"})
             assert reply["error"] == "unauthorized", reply
+        # The board is read, for the server's team (issue 20: shown read-only), and nothing above wrote it.
+        board = await ask("board_get", teamId="another-team")
+        assert (board["result"]["teamId"], board["result"]["tasks"]) == (TEAM, [])
         # The page's team is the server's, whatever the frame says; the owner token is added here.
         got = await ask("get", teamId="another-team", ownerToken="forged")
         assert got["result"]["id"] == TEAM

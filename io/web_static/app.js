@@ -5,6 +5,10 @@
 // resends. The page holds no owner token: the server trades the one-time ticket in the URL fragment for a
 // session and adds the token itself.
 //
+// The team's board is shown read-only beside it: tasks by state with what they wait on, and each member's
+// unread notes. The daemon pushes no board snapshot (the board has its own revision), so the page reads
+// `board_get` on each team snapshot and every BOARD_MS, and only a newer (generation, revision) replaces it.
+//
 // Every word from the daemon reaches the page through `shown`, and only as text (text nodes, textContent,
 // never HTML): a name or a question may hold markup, escape sequences or bidi overrides, and none of them may
 // act on the page or reorder and hide what a person reads.
@@ -13,12 +17,17 @@ const SESSION_KEY = "harness.session";
 const ATTEMPTS_KEY = "harness.attempts";
 const RETRY_MS = 1000;
 const EXCERPT = 120;
+const BOARD_MS = 2000;
+// Tasks by state: what is moving first, what is over last (spec/board-v1.md's task states).
+const TASK_STATES = ["in_progress", "ready", "pending", "blocked", "done", "cancelled"];
 
 const view = {
   teamId: null,
   team: null,
   revision: -1,
   selected: null,
+  board: null,
+  boardNote: "Not read yet.", // why no board is shown, while none is
   machineId: null,
   link: { state: "connecting", detail: "connecting…" },
   checks: new Map(), // what the last check of an exchange or attempt found, by its key
@@ -28,6 +37,7 @@ let socket = null;
 let subscription = null;
 let refused = false;
 let counter = 0;
+let boardReading = false;
 const pending = new Map();
 
 const $ = (selector) => document.querySelector(selector);
@@ -147,6 +157,30 @@ function start() {
   request("capabilities").then((frame) => {
     if (frame.result) view.machineId = frame.result.machineId;
   });
+  readBoard();
+}
+
+// One `board_get` at a time; a failed read keeps the board shown (or says why there is none).
+async function readBoard() {
+  if (boardReading || view.link.state !== "live") return;
+  boardReading = true;
+  const reply = await request("board_get");
+  boardReading = false;
+  if (reply.result) applyBoard(reply.result);
+  else if (reply.error) {
+    view.boardNote = `The board could not be read: ${reply.error}: ${reply.detail}`;
+    renderBoard();
+  }
+}
+
+function applyBoard(board) {
+  if (!board || board.teamId !== view.teamId || !Number.isInteger(board.generation) || !Number.isInteger(board.revision)) return;
+  const last = view.board;
+  if (last && (board.generation < last.generation || (board.generation === last.generation && board.revision <= last.revision))) return;
+  view.board = board;
+  document.documentElement.dataset.boardRevision = `${board.generation}.${board.revision}`;
+  renderBoard();
+  if (view.team) renderRoster(view.team);
 }
 
 function apply(team) {
@@ -155,6 +189,7 @@ function apply(team) {
   view.revision = team.revision;
   document.documentElement.dataset.revision = String(team.revision);
   render();
+  readBoard();
 }
 
 function setLink(state, detail) {
@@ -311,6 +346,7 @@ function render() {
   renderRoster(team);
   renderExchanges(team);
   renderDetail(team);
+  renderBoard();
   renderAttempts();
 }
 
@@ -323,6 +359,7 @@ function renderActions() {
 }
 
 function renderRoster(team) {
+  const unread = new Map((view.board ? view.board.members : []).map((m) => [m.id, m.unread]));
   $("#roster").replaceChildren(
     ...team.members.map((m) =>
       h(
@@ -331,6 +368,7 @@ function renderRoster(team) {
         h("div", { class: "member-head" }, h("strong", {}, m.name), h("span", { class: `badge member-state` }, m.state)),
         h("div", { class: "muted" }, m.role || "no role"),
         h("div", { class: "small" }, `introduction: ${deliveryText(m.introduction)}`),
+        unread.has(m.id) ? h("div", { class: "small member-notes" }, `board notes: ${unread.get(m.id)} unread`) : null,
         h("div", { class: "small muted" }, `${m.machineId} / ${m.agentId}`),
       ),
     ),
@@ -431,6 +469,40 @@ function renderDetail(team) {
   node.replaceChildren(...parts.filter((part) => part));
 }
 
+function renderBoard() {
+  const board = view.board;
+  if (!board) {
+    put($("#board-summary"), view.boardNote);
+    $("#tasks").replaceChildren();
+    return;
+  }
+  const who = names();
+  const titles = new Map(board.tasks.map((t) => [t.id, t.title || t.id]));
+  const rank = (task) => (TASK_STATES.includes(task.state) ? TASK_STATES.indexOf(task.state) : TASK_STATES.length);
+  const tasks = [...board.tasks].sort((a, b) => rank(a) - rank(b)); // stable: board order within a state
+  put($("#board-summary"), `Revision ${board.revision}: ${board.tasks.length} tasks, ${board.notes} notes. Read-only here.`);
+  const owner = (task) => {
+    if (!task.owner) return "anyone";
+    return task.owner.kind === "role" ? `role:${task.owner.name}` : who.get(task.owner.name) || task.owner.name;
+  };
+  $("#tasks").replaceChildren(
+    ...tasks.map((t) =>
+      h(
+        "li",
+        { class: "task", data: { task: t.id } },
+        h("span", { class: `t-state t-${t.state}`, title: "task state" }, t.state),
+        h("span", { class: "task-title" }, excerpt(t.title)),
+        h("span", { class: "small task-who" }, `may claim: ${owner(t)} · claimant: ${t.claimant ? who.get(t.claimant) || t.claimant : "none"}`),
+        (t.dependencies || []).length
+          ? h("span", { class: "small muted task-after" }, `after: ${t.dependencies.map((d) => excerpt(titles.get(d) || d)).join(", ")}`)
+          : null,
+        h("span", { class: "small muted mono" }, t.id),
+      ),
+    ),
+  );
+  if (!tasks.length) $("#tasks").append(h("li", { class: "muted" }, "No tasks yet."));
+}
+
 function renderAttempts() {
   const section = $("#attempts");
   section.hidden = view.attempts.length === 0;
@@ -485,4 +557,5 @@ $("#btn-archive").addEventListener("click", () => {
 $("#btn-check-connection").addEventListener("click", () => checkConnection(null));
 
 renderAttempts();
+setInterval(readBoard, BOARD_MS);
 connect();
