@@ -515,6 +515,10 @@ def run_cancel(opts: Options, v: Values) -> None:
     show(opts, call(opts, "cancel", fields), output.show_exchange, named=True)
 
 
+def run_usage(opts: Options, v: Values) -> None:
+    show(opts, call(opts, "usage"), output.show_usage, named=True)
+
+
 def run_capabilities(opts: Options, v: Values) -> None:
     show(opts, call(opts, "capabilities", team=False), output.show_mapping)
 
@@ -847,6 +851,11 @@ SPECS: dict[str, Spec] = {
         (),
         {"--answer": ("answer", "flag")},
         about={"--answer": "The answer's continuation notice, not the question's."},
+    ),
+    "usage": Spec(
+        run_usage,
+        "Each bound with its use and limit, a warning from 80 %, and what you can do before it bites.\n\n"
+        "A member sees its own open questions and chains; the desk's bounds are this machine's.",
     ),
     "capabilities": Spec(run_capabilities, 'What the daemon speaks: {"protocol": "team.v1", ...}.'),
     "board": Spec(

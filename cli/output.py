@@ -290,6 +290,26 @@ def show_wait(result: dict[str, Any], look: Look) -> None:
         _exchanges("Questions for you (answer these)", result["incoming"], look)
 
 
+def show_usage(result: dict[str, Any], look: Look) -> None:
+    """A table of the bounds, a warning marked `!` (`FULL` once the use reaches the limit); then, whole, what
+    can be done about each warned bound (a table cell would be cut to the terminal's width)."""
+    rows = []
+    advice = []
+    for b in result["bounds"]:
+        mark = ("FULL" if b["use"] >= b["limit"] else "!") if b["warning"] else ""
+        who = "-" if b["subject"] is None else look.who(b["subject"])
+        rows.append([b["bound"], mark, str(b["use"]), str(b["limit"]), f"{100 * b['ratio']:.0f}", who])
+        if b["warning"]:
+            of = "" if b["subject"] is None else f" ({who})"
+            advice.append(f"{mark} {b['bound']} {b['use']}/{b['limit']}{of}: {b['advice']}")
+    title = f"Usage of team {result['teamId']} (desk: machine {result['machineId']})"
+    print_table(title, ["bound", "warn", "use", "limit", "%", "of"], rows, look, ids=5)
+    for line in advice:
+        say(line, look)
+    if not advice:
+        say(f"every bound is below {result['warnPercent']} % of its limit", look)
+
+
 def show_mapping(result: dict[str, Any], look: Look) -> None:
     for key, value in result.items():
         say(f"{key}: {value if isinstance(value, str | int | float) else json.dumps(value)}", look)

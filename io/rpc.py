@@ -12,7 +12,7 @@ from harness.core.bounded_json import JsonRefused, parse_json
 
 PROTOCOL: Final = "team.v1"
 # Bumped when an action or field is added, so a client can explain an older daemon instead of failing oddly.
-PROTOCOL_REVISION: Final = 4
+PROTOCOL_REVISION: Final = 5
 FEATURES: Final = (
     "operation-ids",  # create/add/ask are idempotent by their id; conflicting reuse fails with `conflict`
     "late-answers",  # a reply after expiry or cancellation is kept with `late: true`
@@ -23,6 +23,7 @@ FEATURES: Final = (
     "agents",  # the owner-only agent_register/list/show/remove actions over this machine's agent registry
     "listener-stats",  # the owner-only daemon_status action: the listeners' refusal and fault counters
     "board",  # board_get and board: the team's board of roles, tasks and pulled notes (board-v1)
+    "usage",  # the usage action: every bound with its use, a warning from 80 %, and what a person can do
 )
 
 # A request of team.v1 is at most ~50,000 characters of fields; this leaves room for escaping while keeping
@@ -71,6 +72,7 @@ ACTIONS: Final[dict[str, Action]] = {
     "wait": _action("questionId", "seconds"),
     "cancel": _action("questionId"),
     "delivery_check": _action("questionId", "notice", owner_only=True),
+    "usage": _action(),
     "subscribe": _action(owner_only=True),
     "board_get": _action(),
     "board": _action("id", "generation", "command"),

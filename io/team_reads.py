@@ -1,7 +1,8 @@
 # The `team` RPC reads with consequences at a desk: a member's inbox, status and wait show questions and
 # answers, and what a member has read makes its unsent notices moot, so its machine's desk is told (after the
-# read); `delivery_check` asks a desk itself what became of a notice. Split from the other actions because
-# these remember what each member was shown and talk to destinations, which the others never do.
+# read); `delivery_check` asks a desk itself what became of a notice, and `usage` reads this machine's desk
+# beside the ledger. Split from the other actions because these remember what each member was shown and talk
+# to destinations, which the others never do.
 from __future__ import annotations
 
 import contextlib
@@ -13,7 +14,17 @@ from harness.core import delivery as d
 from harness.core.codec import exchange_view
 from harness.core.effects import notice_id
 from harness.core.errors import ErrorCode, Rejected
-from harness.core.queries import decide_wait, inbox, status, visible_exchange, waiter_for
+from harness.core.queries import (
+    WARN_PERCENT,
+    BoundUse,
+    decide_wait,
+    desk_usage,
+    inbox,
+    status,
+    visible_exchange,
+    waiter_for,
+)
+from harness.core.queries import usage as ledger_usage
 from harness.core.records import Exchange, Membership, NoticeKind, QuestionState, Team
 from harness.core.system import AtDesk, System, answer_retrieved_action, inbox_read_action
 from harness.io.delivery_router import UNPAIRED, DeliveryRouter
@@ -31,8 +42,20 @@ def _answered_at(exchange: Exchange) -> int:
     return exchange.answer.at if exchange.answer is not None else 0
 
 
+def _bound_view(bound: BoundUse) -> dict[str, Any]:
+    return {
+        "bound": bound.bound,
+        "use": bound.use,
+        "limit": bound.limit,
+        "ratio": round(bound.ratio, 4),
+        "warning": bound.warning,
+        "subject": bound.subject,
+        "advice": bound.advice,
+    }
+
+
 class TeamReads:
-    """inbox, status, wait and delivery_check, and what each member was last shown."""
+    """inbox, status, wait, delivery_check and usage, and what each member was last shown."""
 
     def __init__(self, access: TeamAccess, router: DeliveryRouter) -> None:
         self.access = access
@@ -49,6 +72,7 @@ class TeamReads:
             "status": self.status,
             "wait": self.wait,
             "delivery_check": self.delivery_check,
+            "usage": self.usage,
         }
 
     def _tell_desk(self, action: AtDesk | None) -> None:
@@ -140,6 +164,24 @@ class TeamReads:
             times = {"startedAt": held.started_at, "seenAt": held.seen_at}
             delivery = {"state": held.state, "reason": held.reason, **times}
         return {**checked, "asked": True, "held": held is not None, "delivery": delivery}
+
+    async def usage(self, request: Request) -> object:
+        """Every bound the team's work meets, with its use, so that it is seen before it bites: the ledger's,
+        and those of this machine's desk (a paired machine's desk is not asked)."""
+        team = self.access.team(request)
+        viewer = self.access.viewer(team, request)
+        limits = self.ledger.limits
+        ledger = ledger_usage(self.ledger.durable, team.id, limits, self.ledger.clock(), viewer)
+        if isinstance(ledger, Rejected):
+            raise rejected_error(ledger)
+        desk = self.router.desk.desk
+        bounds = (*ledger, *desk_usage(desk, team, limits, viewer))
+        return {
+            "teamId": team.id,
+            "machineId": desk.machine_id,
+            "warnPercent": WARN_PERCENT,
+            "bounds": [_bound_view(bound) for bound in bounds],
+        }
 
     async def wait(self, request: Request) -> object:
         seconds = request.opt_number("seconds")
