@@ -8,9 +8,10 @@
 #       [--sample N] [--seed S]
 #
 # Arguments that are files of a package folder (core/, io/, cli/, models/: pyproject's `package-dir`) are
-# mutated; every other argument goes to pytest, which runs `-x -q -p no:cacheprovider --hypothesis-seed=0`
-# with no Hypothesis example database, so a run is reproducible. `--sample N` tries N mutants per module,
-# drawn with `--seed`. It prints killed/survived per module and each survivor's line and description.
+# mutated; every other argument (options too, as `--deselect=tests/x.py::test_y`) goes to pytest, which
+# runs `-x -q -p no:cacheprovider --hypothesis-seed=0` with no Hypothesis example database, so a run is
+# reproducible. `--sample N` tries N mutants per module, drawn with `--seed`. It prints killed/survived per
+# module and each survivor's line and description.
 # Nothing in the checkout is modified: the test process loads the mutated source in place of the module
 # (this file is also that pytest plugin, `-p mutate_core`), so the tests' own imports get the mutant.
 # Mutants run sequentially; a mutant that hangs is stopped and counted killed (timeout).
@@ -51,8 +52,11 @@ _DELETABLE = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.If, ast.Fo
 _NOT_CODE = frozenset({"annotation", "returns", "format_spec", "decorator_list"})  # declarations, not logic
 
 
-def _swapped(op: ast.AST) -> str:
-    return f"`{_SYMBOL[type(op)]}` -> `{_SYMBOL[_SWAP[type(op)]]}`"
+def _swapped(op: ast.AST, where: ast.AST) -> str:
+    """The swap, and the expression it is made in (a line may hold several of the same operator)."""
+    shown = ast.unparse(where)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    return f"`{_SYMBOL[type(op)]}` -> `{_SYMBOL[_SWAP[type(op)]]}` in `{shown}`"
 
 
 def _is_docstring(node: ast.AST) -> bool:
@@ -95,9 +99,9 @@ def _node_sites(node: ast.AST) -> Iterator[Site]:
     if isinstance(node, ast.Compare):
         for i, op in enumerate(node.ops):
             ops = [*node.ops[:i], _SWAP[type(op)](), *node.ops[i + 1 :]]
-            yield line, _swapped(op), _setter(node, "ops", ops)
+            yield line, _swapped(op, node), _setter(node, "ops", ops)
     elif isinstance(node, ast.BoolOp | ast.BinOp | ast.AugAssign) and type(node.op) in _SWAP:
-        yield line, _swapped(node.op), _setter(node, "op", _SWAP[type(node.op)]())
+        yield line, _swapped(node.op, node), _setter(node, "op", _SWAP[type(node.op)]())
     elif isinstance(node, ast.Constant) and (changed := _constant(node.value)) is not None:
         yield line, changed[1], _setter(node, "value", changed[0])
     elif isinstance(node, ast.Return) and node.value is not None and ast.unparse(node.value) != "None":
@@ -202,10 +206,10 @@ def main() -> None:
     parser.add_argument("paths", nargs="+", help="modules to mutate (core/x.py ...) and pytest arguments")
     parser.add_argument("--sample", type=int, help="mutants to try per module (default: all)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the sample")
-    options = parser.parse_args()
+    options, pytest_options = parser.parse_known_args()  # e.g. `--deselect=tests/x.py::test_y` for pytest
     folders = _package_folders()
     modules = [Path(p) for p in options.paths if p.endswith(".py") and Path(p).parts[0] in folders]
-    tests = [p for p in options.paths if Path(p) not in modules]
+    tests = [*(p for p in options.paths if Path(p) not in modules), *pytest_options]
     if not modules or not tests:
         parser.error("give at least one module of a package folder and at least one test")
     totals = [mutate(module, tests, options.sample, options.seed) for module in modules]

@@ -51,7 +51,7 @@ class TeamLedgerMachine(RuleBasedStateMachine):
         event(f"{name}: {outcome.code}" if isinstance(outcome, Rejected) else f"{name}: accepted")
         if isinstance(outcome, Rejected):
             return outcome
-        assert not repeat_violations(outcome.state, command, outcome, LIMITS)
+        assert repeat_violations(outcome.state, command, outcome, LIMITS) == []
         self.ledger = outcome.state
         self.track_notices(outcome.effects)
         if isinstance(command, c.Ask) and outcome.changed:
