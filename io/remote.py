@@ -113,7 +113,8 @@ PEERS_POLL: Final = 1.0  # seconds between looks at peers.json for machines pair
 # learn that the peer left after taking the frame (the relay then answers `offline`), so the items behind it
 # show `queued/offline` within seconds instead of after DEFAULT_REQUEST_TIMEOUT.
 OUTBOX_ATTEMPT_TIMEOUT: Final = 3.0
-OBSERVATION_ACTIONS: Final = frozenset({"get", "members", "list"})  # owner reads a paired machine may make
+# Owner reads a paired machine may make (of the teams it has a member in: core `observable`).
+OBSERVATION_ACTIONS: Final = frozenset({"get", "members", "list", "board_get"})
 # Answers that say "not now" rather than "no": an outbox item keeps its place and is tried again.
 PASSING_REFUSALS: Final = frozenset({"busy", OFFLINE, UNCERTAIN})
 # The largest response body sent back: a sealed frame above the relay's blob bound would be refused there.

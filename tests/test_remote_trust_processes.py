@@ -175,8 +175,10 @@ def test_finding_6_a_paired_machine_observes_only_teams_it_has_a_member_in(world
     assert [team["id"] for team in seen_by_b["teams"]] == [TEAM_ID]
     snapshot = call_remote(world.b.home, a_id, "get", team_id=TEAM_ID, timeout=WAIT)
     assert "cerulean-axolotl" in json.dumps(snapshot)
+    board = call_remote(world.b.home, a_id, "board_get", team_id=TEAM_ID, timeout=WAIT)
+    assert board["teamId"] == TEAM_ID and len(board["members"]) == 2, board
     for key in world.keys.values():
-        assert key not in json.dumps([seen_by_b, snapshot])
+        assert key not in json.dumps([seen_by_b, snapshot, board])
 
     async def observe_as_c() -> list[object]:
         node = RemoteNode(home_c, relay_url=world.url, log=lambda line: None)
@@ -186,7 +188,7 @@ def test_finding_6_a_paired_machine_observes_only_teams_it_has_a_member_in(world
             with trio.fail_after(WAIT):
                 await node.wait_connected()
             found.append(await trio.to_thread.run_sync(partial(call_remote, home_c, a_id, "list")))
-            for action in ("get", "members"):
+            for action in ("get", "members", "board_get"):
                 try:
                     await trio.to_thread.run_sync(partial(call_remote, home_c, a_id, action, team_id=TEAM_ID))
                 except RemoteError as error:
@@ -194,9 +196,9 @@ def test_finding_6_a_paired_machine_observes_only_teams_it_has_a_member_in(world
             nursery.cancel_scope.cancel()
         return found
 
-    listed, get, members = trio.run(observe_as_c)
+    listed, get, members, board = trio.run(observe_as_c)
     assert listed == {"teams": [], "unavailable": []}
-    assert (get, members) == ("not_found", "not_found")
+    assert (get, members, board) == ("not_found", "not_found", "not_found")
 
 
 @pytest.fixture
