@@ -1,6 +1,7 @@
-# `harness trace`: read a trace offline (no daemon), a file or a whole trace directory. `export` re-redacts
-# every line with this run's redactor before it leaves the machine (the trace may have been written before a
-# key existed, or with redaction off); `query` filters; `summary` times each exchange and lists violations.
+# `harness trace`: read a trace offline (no daemon), a file or a whole trace directory (a team's by its id).
+# `export` re-redacts every line with this run's redactor before it leaves the machine (the trace may have
+# been written before a key existed, or with redaction off); `query` filters; `summary` times each exchange
+# and lists violations.
 from __future__ import annotations
 
 import datetime
@@ -12,6 +13,7 @@ from typing import Annotated
 import typer
 
 from harness.cli import output
+from harness.core.records import ID_PATTERN
 from harness.io import home as homes
 from harness.io import trace
 from harness.io.redaction_env import from_environment
@@ -19,12 +21,20 @@ from harness.io.redaction_env import from_environment
 trace_app = typer.Typer(help="Read a trace offline: export, query, summary.", no_args_is_help=True)
 
 PathArg = Annotated[
-    Path, typer.Argument(help="A trace file, or a trace directory (<home>/traces/team-ID or session-ID).")
+    Path | None,
+    typer.Argument(help="A trace file, or a trace directory (<home>/traces/team-ID or session-ID)."),
+]
+TeamOpt = Annotated[
+    str | None, typer.Option("--team", help="Read this team's trace in the data directory (instead of PATH).")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document (errors too).")]
 HomeOpt = Annotated[
     str | None,
-    typer.Option("--home", help="Data directory whose member keys and owner token are redacted too."),
+    typer.Option(
+        "--home",
+        help="Data directory: where --team's trace is, and whose member keys and owner token export "
+        "redacts too (default: HARNESS_HOME, else the user data directory).",
+    ),
 ]
 SourceOpt = Annotated[list[str] | None, typer.Option("--source", help="Keep this source (repeatable).")]
 TypeOpt = Annotated[list[str] | None, typer.Option("--type", help="Keep this event type (repeatable).")]
@@ -76,6 +86,20 @@ def _filter(
     )
 
 
+def _located(path: Path | None, team: str | None, home: str | None, json_out: bool) -> Path:
+    """PATH, or the trace of `--team` in the data directory (exactly one of them)."""
+    if (path is None) == (team is None):
+        output.emit_error(json_out, "bad_request", "give a trace PATH or --team ID (one of them)")
+        raise SystemExit(output.USAGE)
+    if team is None:
+        assert path is not None
+        return path
+    if not ID_PATTERN.fullmatch(team):
+        output.emit_error(json_out, "bad_request", f"not a team id: {team!r}")
+        raise SystemExit(output.USAGE)
+    return trace.team_trace_dir(homes.resolve_home(home), team)
+
+
 def _lines(path: Path, where: trace.TraceFilter, json_out: bool) -> list[trace.TraceLine]:
     if not path.exists():
         output.emit_error(json_out, "not_found", f"no trace at {path}")
@@ -96,8 +120,9 @@ def _envelope(line: trace.TraceLine) -> dict[str, object]:
 
 @trace_app.command()
 def export(
-    path: PathArg,
+    path: PathArg = None,
     *,
+    team: TeamOpt = None,
     out: Annotated[
         Path | None, typer.Option("--out", help="Write the NDJSON here (0600, must not exist) not stdout.")
     ] = None,
@@ -114,8 +139,9 @@ def export(
     where = _filter(
         json_out, source=source, type_=type_, exchange=exchange, member=member, since=since, until=until
     )
-    redactor = from_environment(homes.resolve_home(home) if home else None)
-    lines = _lines(path, where, json_out)
+    located = _located(path, team, home, json_out)
+    redactor = from_environment(homes.resolve_home(home) if home or team else None)
+    lines = _lines(located, where, json_out)
     encoded = b"".join(
         trace.encode_line(redactor.text(line.source), line.seq, _event(redactor.value(line.event)))
         for line in lines
@@ -144,8 +170,10 @@ def _event(value: object) -> dict[str, object]:
 
 @trace_app.command("query")
 def query_command(
-    path: PathArg,
+    path: PathArg = None,
     *,
+    team: TeamOpt = None,
+    home: HomeOpt = None,
     source: SourceOpt = None,
     type_: TypeOpt = None,
     exchange: ExchangeOpt = None,
@@ -159,7 +187,7 @@ def query_command(
     where = _filter(
         json_out, source=source, type_=type_, exchange=exchange, member=member, since=since, until=until
     )
-    lines = _lines(path, where, json_out)[:limit]
+    lines = _lines(_located(path, team, home, json_out), where, json_out)[:limit]
     if json_out:
         output.emit_json({"count": len(lines), "lines": [_envelope(line) for line in lines]})
         return
@@ -184,8 +212,10 @@ def _ms(value: object) -> str:
 
 @trace_app.command()
 def summary(
-    path: PathArg,
+    path: PathArg = None,
     *,
+    team: TeamOpt = None,
+    home: HomeOpt = None,
     source: SourceOpt = None,
     exchange: ExchangeOpt = None,
     member: MemberOpt = None,
@@ -197,7 +227,7 @@ def summary(
     where = _filter(
         json_out, source=source, type_=None, exchange=exchange, member=member, since=since, until=until
     )
-    result = trace.summarize(_lines(path, where, json_out))
+    result = trace.summarize(_lines(_located(path, team, home, json_out), where, json_out))
     if json_out:
         output.emit_json(result)
         return

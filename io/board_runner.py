@@ -10,6 +10,7 @@
 #   create, add and remove) the runner sends `SetMembers` when they differ, so a crash between the ledger's
 #   commit and the board's catches up on the next request.
 # - A board whose store cannot be read or written is stopped (`corrupt_state`) until the daemon restarts.
+# - Each durable command is emitted to the team's trace by kind and ids (`board_event`), never its text.
 from __future__ import annotations
 
 import os
@@ -20,6 +21,7 @@ from typing import Any
 import trio
 
 from harness.core.board import (
+    BOARD_COMMAND_NAMES,
     DEFAULT_BOARD_LIMITS,
     Board,
     BoardCommand,
@@ -44,6 +46,7 @@ from harness.core.outcome import reject, unchanged
 from harness.core.records import MembershipState, Team
 from harness.io.journal import TEAMS_DIR, CheckpointPolicy, JournalStore, Recovery, StoreError
 from harness.io.ledger_runner import ReplayError, open_stores, unwritable
+from harness.io.trace import BOARD, TraceEmit, no_trace
 
 E = ErrorCode
 # A broken core invariant (what broke it, the violation) -> the reason the board stops.
@@ -81,6 +84,39 @@ def active_members(team: Team) -> tuple[str, ...]:
 
 def _entry(command: BoardCommand) -> dict[str, Any]:
     return {"journalVersion": BOARD_JOURNAL_VERSION, "command": board_command_to_json(command)}
+
+
+# The fields of a board command that a trace keeps: who did what to which task, role or member. Titles,
+# descriptions and note text are left out (a trace says what happened, the board holds the words).
+TRACED_FIELDS: dict[str, str] = {
+    "op": "op",
+    "actor": "memberId",
+    "task_id": "taskId",
+    "depends_on": "dependsOn",
+    "role": "role",
+    "member": "member",
+    "claimant": "claimant",
+    "members": "members",
+    "name": "role",  # define_role's role name
+}
+
+
+def board_event(command: BoardCommand) -> dict[str, object]:
+    """The trace event of one accepted board command: its kind and ids, never its text."""
+    event: dict[str, object] = {
+        "type": BOARD_COMMAND_NAMES[type(command)],
+        "teamId": command.session.team_id,
+        "at": command.at,
+    }
+    for field, key in TRACED_FIELDS.items():
+        value = getattr(command, field, None)
+        if value is not None:
+            event[key] = list(value) if isinstance(value, tuple) else value
+    for field in ("to", "owner"):  # a note's addressee (not its text), a task's owner
+        addressee = getattr(command, field, None)
+        if addressee is not None:
+            event[field] = {"kind": addressee.kind.value, "name": addressee.name}
+    return event
 
 
 def replay(team_id: str, recovery: Recovery, limits: BoardLimits) -> tuple[Board | None, int]:
@@ -130,9 +166,11 @@ class BoardRunner:
         checkpoints: CheckpointPolicy,
         log: Callable[[str], None],
         violated: Violated | None = None,  # None: invariants are not checked
+        trace: TraceEmit = no_trace,
     ) -> None:
         self.home = home
         self.clock = clock
+        self._trace = trace
         self._teams = teams  # the durable team by id, read under the board's lock
         self.limits = limits
         self._checkpoints = checkpoints
@@ -244,6 +282,7 @@ class BoardRunner:
             self._stop(team_id, unwritable(f"the board of team {team_id!r}", error))
             return reject(E.CORRUPT_STATE, self.unavailable[team_id])
         self.boards[team_id] = outcome.state
+        self._trace(team_id, BOARD, board_event(command))  # durable now: traced, never waited on
         if self._checkpoints.due(store):
             try:
                 await store.checkpoint(

@@ -44,6 +44,7 @@ from harness.io.journal import CheckpointPolicy
 from harness.io.ledger_runner import LIMITS_ENV, LedgerRunner, limits_from_env
 from harness.io.listeners import Listener, ListenerLimits, local_listener, raise_open_files_limit
 from harness.io.local_socket import same_user
+from harness.io.redaction_env import from_environment
 from harness.io.remote import RemoteNode, TeamAnswer, attach_remote
 from harness.io.rpc import HARD_FRAME_BYTES, PROTOCOL, PROTOCOL_REVISION, Request
 from harness.io.team_access import Handler, TeamAccess
@@ -52,6 +53,7 @@ from harness.io.team_delivery import DeliveryReport
 from harness.io.team_reads import TeamReads
 from harness.io.team_rpc import TeamRpc
 from harness.io.terminal_port import Terminals
+from harness.io.trace import TeamTraces
 
 __all__ = [
     "CHECK_ENV",
@@ -116,8 +118,16 @@ class Daemon:
         )
         self.node: RemoteNode | None = None
         violated = self._violated if self._check else None
+        # Every team's trace (spec/trace-v1.md): the runners emit after each durable step; written aside.
+        self.traces = TeamTraces(home, partial(from_environment, home), log=self._log)
         self.ledger = LedgerRunner(
-            home, limits, clock, checkpoints=self._checkpoints, log=self._log, violated=violated
+            home,
+            limits,
+            clock,
+            checkpoints=self._checkpoints,
+            log=self._log,
+            violated=violated,
+            trace=self.traces.emit,
         )
         self._access = TeamAccess(self.ledger)
         self.boards = BoardRunner(
@@ -127,6 +137,7 @@ class Daemon:
             checkpoints=self._checkpoints,
             log=self._log,
             violated=violated,
+            trace=self.traces.emit,
         )
         self._handlers: dict[str, Handler] = {}  # action -> its handler, filled in `run`
         self._front: TeamRpc | None = None  # built in `run`, with the owner token and the machine id
@@ -161,7 +172,12 @@ class Daemon:
             await self.ledger.recover()
             await self.boards.recover()
             try:
-                await self._serve(router, task_status)
+                async with trio.open_nursery() as tracing:
+                    tracing.start_soon(self.traces.run)
+                    try:
+                        await self._serve(router, task_status)
+                    finally:  # what was emitted is still written; then the trace files close
+                        self.traces.close()
             finally:
                 with trio.CancelScope(shield=True):
                     await self.ledger.aclose()
@@ -195,6 +211,7 @@ class Daemon:
             checkpoint_policy=self._checkpoints,
             log=self._log,
             on_violation=partial(self._violated, "a desk command") if self._check else None,
+            trace=self.traces.emit,
         )
         router = DeliveryRouter(self.home, self.machine_id, self.ledger, desk, node, log=self._log)
         node.content_of = router.content_of
@@ -292,6 +309,7 @@ class Daemon:
             "internalErrors": self.internal_errors,
             "listeners": listeners,
             "remote": None if self.node is None else self.node.view(),
+            "traces": self.traces.view(),
         }
 
 

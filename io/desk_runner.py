@@ -6,7 +6,8 @@
 # - `apply` is the one way into the desk: it stamps the time, steps, appends an accepted change to the desk's
 #   journal (`<home>/teams/delivery`) and waits until it is durable, and only then acts on the effects:
 #   reports to the owner, write rechecks, timers and the one terminal write. A lock serializes it, so the
-#   journal order is the step order and replay rebuilds the desk exactly.
+#   journal order is the step order and replay rebuilds the desk exactly. Each durable notice state change is
+#   emitted to its team's trace there (queued, never waited on).
 # - On start the desk is replayed and told `Restart`: a write that was in flight becomes `unconfirmed` and is
 #   never retried; queued work waits for a fresh look at its terminal.
 # - The runner loop looks at agents that have queued work, feeds `Observe` only when what it saw differs from
@@ -29,13 +30,16 @@ import trio
 from harness.core import delivery as d
 from harness.core.codec import desk_command_from_json, desk_command_to_json, from_json, to_json
 from harness.core.delivery_invariants import step_violations as desk_step_violations
+from harness.core.effects import parse_notice_id
 from harness.core.errors import ErrorCode, Rejected
 from harness.core.limits import DEFAULT_LIMITS, Limits
 from harness.core.outcome import Accepted, reject
+from harness.core.records import NoticeKind
 from harness.core.system import refused_reason
 from harness.io.journal import CheckpointPolicy, JournalStore, Recovery, StoreError, delivery_store_dir
 from harness.io.team_delivery import DeliveryReport, Reporter
 from harness.io.terminal_port import Screen, ScreenState, Terminals, WriteOutcome
+from harness.io.trace import DESK, TraceEmit, no_trace
 
 # Unsure never licenses a write: an engine that is still starting counts as busy.
 OBSERVED: dict[ScreenState, d.Observed] = {
@@ -86,6 +90,29 @@ def replay_desk(machine_id: str, recovery: Recovery, limits: Limits) -> d.Desk:
     return desk
 
 
+def desk_events(desk: d.Desk, effects: Sequence[object]) -> list[tuple[str, dict[str, object]]]:
+    """(team id, trace event) of every notice state change a durable desk step recorded (its DeliveryChanged
+    effects, read against the desk after the step): ids, kind, state and reason, never the notice's text."""
+    events: list[tuple[str, dict[str, object]]] = []
+    for effect in effects:
+        if not isinstance(effect, d.DeliveryChanged):
+            continue
+        event: dict[str, object] = {"type": "notice", "teamId": effect.team_id, "noticeId": effect.notice_id}
+        event.update(state=effect.state.value, at=effect.at)
+        if effect.reason is not None:
+            event["reason"] = effect.reason.value
+        parsed = parse_notice_id(effect.notice_id)
+        notice = desk.notices.get(effect.notice_id)
+        if notice is not None:
+            event["memberId"] = notice.membership_id
+        if parsed is not None:
+            event["kind"] = parsed[2].value
+            # A question or answer notice is about an exchange; an introduction about a membership.
+            event["exchangeId" if parsed[2] is not NoticeKind.INTRODUCTION else "memberId"] = parsed[1]
+        events.append((effect.team_id, event))
+    return events
+
+
 def _last_at(desk: d.Desk) -> int:
     """The latest time the desk has seen, so that stamps after a replay never go back."""
     latest = max((notice.updated_at for notice in desk.notices.values()), default=0)
@@ -116,8 +143,10 @@ class DeskRunner:
         checkpoint_policy: CheckpointPolicy | None = None,
         log: Callable[[str], None] = lambda line: None,
         on_violation: Callable[[tuple[str, str]], str] | None = None,
+        trace: TraceEmit = no_trace,
     ) -> None:
         self.machine_id = machine_id
+        self._trace = trace
         self.desk = d.empty_desk(machine_id)  # durable: only `apply` replaces it, after the append
         self.unavailable: str | None = None  # why the desk is stopped (corrupt or failed store)
         self.writes = 0  # terminal writes licensed by this process (tests and logs)
@@ -219,6 +248,9 @@ class DeskRunner:
                     self._stop_desk(f"the desk journal could not be written ({error})")
                     return reject(ErrorCode.CORRUPT_STATE, self.unavailable or "")
                 self.desk = outcome.state
+                # Durable now: traced, never waited on.
+                for team_id, event in desk_events(self.desk, outcome.effects):
+                    self._trace(team_id, DESK, event)
                 if self._checkpoints.due(self._store):
                     try:
                         await self._store.checkpoint(seq, to_json(self.desk))

@@ -8,7 +8,7 @@
 # - The finisher takes the stepped commands in order, waits until each is durable, then publishes the new
 #   state to readers and waiters, hands effects on (timers here, desk-bound ones to the effect sink), and
 #   only then answers. Readers see only durable state; nothing leaves before the command that caused it is
-#   on disk.
+#   on disk. The team's trace (`ledger_events`) is emitted there too: queued, never waited on.
 # - A team whose journal cannot be read or written is stopped (`unavailable`) until the daemon restarts.
 #   Opening and replaying every store (`open_stores`) and that stop's wording are shared with the boards'
 #   runner (io/board_runner.py).
@@ -25,7 +25,18 @@ import attrs
 import trio
 
 from harness.core.codec import command_from_json, command_to_json, from_json, to_json
-from harness.core.commands import RecordDelivery, RemoveMember, TeamCommand, Tick
+from harness.core.commands import (
+    AddMember,
+    ArchiveTeam,
+    Ask,
+    Cancel,
+    CreateTeam,
+    RecordDelivery,
+    RemoveMember,
+    Reply,
+    TeamCommand,
+    Tick,
+)
 from harness.core.effects import (
     ArmTimer,
     HoldTeam,
@@ -39,7 +50,7 @@ from harness.core.errors import ErrorCode, Rejected
 from harness.core.invariants import step_violations as team_step_violations
 from harness.core.limits import DEFAULT_LIMITS, Limits
 from harness.core.outcome import Accepted, reject
-from harness.core.records import EMPTY_LEDGER, Ledger, Team
+from harness.core.records import EMPTY_LEDGER, Ledger, MembershipState, Team
 from harness.core.team import next_deadline, step
 from harness.io import home as homes
 from harness.io.journal import (
@@ -52,6 +63,7 @@ from harness.io.journal import (
     ledgers_dir,
 )
 from harness.io.team_delivery import DeliveryReport
+from harness.io.trace import LEDGER, TraceEmit, no_trace
 
 LIMITS_ENV = "HARNESS_LIMITS"
 # Commands waiting for the ledger task before RPC handlers feel back-pressure.
@@ -106,6 +118,55 @@ def _with_team(ledger: Ledger, team_id: str, team: Team | None) -> Ledger:
     if team is None:
         return Ledger(ledger.teams.delete(team_id)) if team_id in ledger.teams else ledger
     return Ledger(ledger.teams.set(team_id, team))
+
+
+# Why a question that was still open ended, by the command that ended it (an expiry needs no reason).
+END_REASONS: dict[type[TeamCommand], str] = {
+    Cancel: "cancelled_by_asker",
+    RemoveMember: "member_removed",
+    ArchiveTeam: "team_archived",
+}
+
+
+def ledger_events(before: Team | None, after: Team, command: TeamCommand) -> list[dict[str, object]]:
+    """The trace events of one durable command that changed `before` into `after` (spec/trace-v1.md): only
+    ids, states and times, never a text or a key. Looks only where this command can have changed something."""
+    base: dict[str, object] = {"teamId": after.id, "at": command.at}
+    events: list[dict[str, object]] = []
+    if before is None:
+        events.append({"type": "team_created", **base})
+    elif before.state is not after.state:
+        events.append({"type": "team_state", **base, "state": after.state.value})
+    if isinstance(command, CreateTeam | AddMember | RemoveMember):
+        for member_id in after.member_order:
+            member = after.members[member_id]
+            was = None if before is None else before.members.get(member_id)
+            if was is None or was.state is not member.state:
+                kind = "member_added" if member.state is MembershipState.ACTIVE else "member_removed"
+                events.append({"type": kind, **base, "memberId": member_id, "role": member.role})
+    asked = after.exchanges.get(command.id) if isinstance(command, Ask) else None
+    if asked is not None and (before is None or asked.id not in before.exchanges):
+        fields = {"exchangeId": asked.id, "memberId": asked.from_, "to": asked.to}
+        events.append({"type": "ask", **base, **fields})
+    replied = after.exchanges.get(command.question_id) if isinstance(command, Reply) else None
+    answer = None if replied is None else replied.answer
+    if replied is not None and answer is not None:
+        unanswered = None if before is None else before.exchanges.get(replied.id)
+        if unanswered is None or unanswered.answer is None:
+            reply = {"type": "reply", **base, "exchangeId": replied.id, "memberId": answer.author}
+            events.append({**reply, "late": answer.late})
+    if before is not None and before.open_deadlines is not after.open_deadlines:
+        still_open = {exchange_id for _, exchange_id in after.open_deadlines}
+        for _, exchange_id in before.open_deadlines:
+            ended = after.exchanges.get(exchange_id)
+            if exchange_id in still_open or ended is None:
+                continue
+            event = {"type": "question_ended", **base, "exchangeId": exchange_id, "state": ended.state.value}
+            reason = END_REASONS.get(type(command))
+            if reason is not None and ended.answer is None:
+                event["reason"] = reason
+            events.append(event)
+    return events
 
 
 class ReplayError(Exception):
@@ -184,9 +245,11 @@ class LedgerRunner:
         checkpoints: CheckpointPolicy,
         log: Callable[[str], None],
         violated: Violated | None = None,  # None: invariants are not checked
+        trace: TraceEmit = no_trace,
     ) -> None:
         self.home = home
         self.limits = limits
+        self._trace = trace
         self.clock = clock
         self._checkpoints = checkpoints
         self._log = log
@@ -343,7 +406,10 @@ class LedgerRunner:
         assert isinstance(outcome, Accepted)
         team_id = pending.command.team_id
         team = outcome.state.teams[team_id]
+        before = self.durable.teams.get(team_id)
         self.durable = _with_team(self.durable, team_id, team)
+        for event in ledger_events(before, team, pending.command):  # durable now: traced, never waited on
+            self._trace(team_id, LEDGER, event)
         if isinstance(pending.command, RemoveMember) and outcome.changed:
             # Its key is revoked in the ledger; the file that held it for its introduction goes too.
             homes.remove_member_key(self.home, team_id, pending.command.membership_id)

@@ -11,6 +11,7 @@
 # The rules are spec/trace-v1.md's.
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
@@ -497,3 +498,141 @@ def summarize(lines: Iterable[TraceLine]) -> dict[str, object]:
         "exchanges": [entry.view() for entry in ordered],
         "violations": violations,
     }
+
+
+# --- the daemon's team traces -------------------------------------------------------------------------------
+
+# What the daemon's runners call after a step is durable: (team id, source, event). It only queues.
+TraceEmit = Callable[[str, str, Mapping[str, object]], None]
+# Events queued for the flusher; beyond this a burst is dropped (and counted) rather than pin memory.
+QUEUE_LIMIT: Final = 8192
+
+
+def no_trace(team_id: str, source: str, event: Mapping[str, object]) -> None:
+    """The TraceEmit of a runner that traces nothing (tests that build one alone)."""
+
+
+class TeamTraces:
+    """Every team's trace in one data directory (`team_trace_dir`), written by one background task.
+
+    The trace observes the daemon and is never on its critical path: `emit` only queues (bounded); `run`
+    opens each team's writer when its first event arrives, emits the batch and flushes it. A team whose trace
+    cannot be opened or written is logged once and traced no more until the daemon restarts; every event
+    that was not written is counted in `view` (daemon_status)."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        redactor: Callable[[], Redactor],  # called at each writer's open, so it sees the secrets of now
+        *,
+        log: Callable[[str], None],
+        bounds: TraceBounds = DEFAULT_BOUNDS,
+        ops: FileOps | None = None,
+    ) -> None:
+        self._dir = data_dir
+        self._redactor = redactor
+        self._log = log
+        self._bounds = bounds
+        self._ops = ops
+        self._queue: list[tuple[str, str, Mapping[str, object]]] = []
+        self._wake = trio.Event()
+        self._closing = False
+        self._writers: dict[str, TraceWriter] = {}
+        self.failed: dict[str, str] = {}  # team id -> why its trace stopped
+        self.written = 0
+        self.lost = 0
+
+    def emit(self, team_id: str, source: str, event: Mapping[str, object]) -> None:
+        """Queue one event for `team_id`'s trace (its "at" is stamped now if it has none). Never raises for a
+        trace problem and never waits."""
+        if self._closing or len(self._queue) >= QUEUE_LIMIT:
+            self.lost += 1
+            return
+        self._queue.append((team_id, source, event if "at" in event else {**event, "at": wall_clock_ms()}))
+        self._wake.set()
+
+    def close(self) -> None:
+        """Take no more events; `run` returns once every queued one is written (or counted lost)."""
+        self._closing = True
+        self._wake.set()
+
+    def view(self) -> dict[str, object]:
+        return {
+            "open": len(self._writers),
+            "written": self.written,
+            "lost": self.lost,
+            "queued": len(self._queue),
+            "failed": dict(self.failed),
+        }
+
+    async def run(self) -> None:
+        try:
+            while self._queue or not self._closing:
+                if not self._queue:
+                    self._wake = trio.Event()
+                    await self._wake.wait()
+                    continue
+                batch, self._queue = self._queue, []
+                await self._write(batch)
+        finally:
+            with trio.CancelScope(shield=True):
+                self.lost += len(self._queue)
+                self._queue = []
+                for team_id, writer in list(self._writers.items()):
+                    try:
+                        await writer.aclose()
+                    except (TraceFailed, OSError) as error:
+                        await self._fail(team_id, error)
+                self._writers.clear()
+
+    async def _write(self, batch: list[tuple[str, str, Mapping[str, object]]]) -> None:
+        counts: dict[str, int] = {}
+        for team_id, source, event in batch:
+            writer = await self._writer(team_id)
+            if writer is None:
+                self.lost += 1
+                continue
+            try:
+                writer.emit(source, event)
+            except (TraceFailed, ValueError, TypeError) as error:  # a bad event is a bug: never a crash
+                self.lost += 1
+                await self._fail(team_id, error)
+                continue
+            counts[team_id] = counts.get(team_id, 0) + 1
+        for team_id, count in counts.items():
+            writer = self._writers.get(team_id)
+            try:
+                if writer is None:
+                    raise TraceFailed("its writer was closed by an earlier failure")
+                await writer.flush()
+            except (TraceFailed, OSError) as error:
+                self.lost += count
+                await self._fail(team_id, error)
+            else:
+                self.written += count
+
+    async def _writer(self, team_id: str) -> TraceWriter | None:
+        if team_id in self.failed:
+            return None
+        writer = self._writers.get(team_id)
+        if writer is None:
+            try:
+                redactor = await trio.to_thread.run_sync(self._redactor)  # reads the data directory's keys
+                writer = await TraceWriter.open(
+                    team_trace_dir(self._dir, team_id), redactor, bounds=self._bounds, ops=self._ops
+                )
+            except (TraceLocked, TraceDamaged, OSError) as error:
+                await self._fail(team_id, error)
+                return None
+            self._writers[team_id] = writer
+        return writer
+
+    async def _fail(self, team_id: str, error: BaseException) -> None:
+        if team_id in self.failed:
+            return
+        self.failed[team_id] = repr(error)
+        self._log(f"trace of team {team_id}: {error!r}; it is not written again until the daemon restarts")
+        writer = self._writers.pop(team_id, None)
+        if writer is not None:
+            with contextlib.suppress(TraceFailed, OSError):
+                await writer.aclose()  # what it still holds is lost with the rest
