@@ -28,7 +28,7 @@ app = typer.Typer(
     help="Agents of this machine: start, attach, list, show, classify a screen.", no_args_is_help=True
 )
 
-ENGINE_COMMANDS = {"claude": ["claude"], "codex": ["codex"], "gemini": ["gemini"]}
+ENGINE_COMMANDS = {"claude": ["claude"], "codex": ["codex"], "gemini": ["gemini"], "grok": ["grok"]}
 MAX_SOCKET_PATH = 100  # AF_UNIX paths hold 108 bytes; a longer data directory gets a named socket instead
 STARTING_SECONDS = 3.0  # a one-word command runs as `$SHELL -c WORD` until that shell execs it
 

@@ -37,6 +37,7 @@ class Engine(enum.StrEnum):
     CLAUDE = "claude"
     CODEX = "codex"
     GEMINI = "gemini"
+    GROK = "grok"
     SHELL = "shell"  # an agent program that runs shell commands and shows a plain prompt (never a shell)
     SCRIPTED = "scripted"  # a program that takes each submitted line as one message (demo agent, test TUIs)
 

@@ -191,7 +191,8 @@ SHELL_PROMPT = re.compile(r"^\S*[$#%] ?$|^\S*[$#%] \S")
 # Exit summaries the engines print when they quit (the shell prompt usually follows).
 EXIT_MARKERS = re.compile(
     r"claude --resume|Resume this session with|Total cost:|To continue this session, run codex resume|"
-    r"Token usage: total=|Agent powering down|Interaction Summary|gemini --resume|^Pane is dead"
+    r"Token usage: total=|Agent powering down|Interaction Summary|gemini --resume|^Pane is dead|"
+    r"^Gracefully shutting down\.\.\.$"
 )
 QUEUED = re.compile(r"Press up to edit queued messages|queued messages?")
 SELECTOR = re.compile(r"^[\s│]*[\u276f\u203a●>] *1\. +\S")  # a preselected first option
@@ -454,6 +455,83 @@ GEMINI = Profile(
     finished=re.compile(r"^✦ "),
 )
 
+# --- Grok CLI -----------------------------------------------------------------------------------------------
+# Its composer is a rounded box (`╭─╮`, the U+276F prompt sign, `╰─╯`) with a grey placeholder; while a turn
+# runs a spinner line (`/ Thinking... (3s · ↑ 1.2k tokens · esc to interrupt)`, glyphs `/ - \\ |`) stands
+# above the box, which keeps taking keys. Its permission dialog replaces the box. It knows no bracketed paste:
+# a pasted line end arrives as CR, which it keeps in the draft and prints as a carriage return, so the box row
+# of a multi-line paste shows only its last line, from the left edge, over the box's border and prompt sign.
+
+GROK_PROMPT = "\u276f"
+_GROK_PLACEHOLDER = "Ask me anything..."
+_GROK_SPINNER = re.compile(r"^\s*[/\-\\|] \S+\.\.\. \(\d+s · .*esc to interrupt\)")
+
+
+def _box_edge(text: str, left: str, right: str) -> bool:
+    stripped = text.strip()
+    return (
+        len(stripped) >= 20 and stripped[0] == left and stripped[-1] == right and set(stripped[1:-1]) == {"─"}
+    )
+
+
+def _grok_composer(capture: Capture, pane: PaneInfo | None) -> Composer | None:
+    lines = capture.lines
+    nonblank = _nonblank(capture)
+    for bottom in range(len(lines) - 1, 0, -1):
+        if not _box_edge(lines[bottom].text, "╰", "╯"):
+            continue
+        if sum(1 for i in nonblank if i > bottom) > 4:
+            return None  # a box with that much under it is not the composer (which only has its footer)
+        top = bottom - 1
+        while top >= 0 and not _box_edge(lines[top].text, "╭", "╮"):
+            top -= 1
+        if top < 0 or top == bottom - 1:
+            return None
+        rows = [line.text.strip().removesuffix("│").rstrip() for line in lines[top + 1 : bottom]]
+        first = rows[0].lstrip()
+        if not first.startswith("│"):
+            # A multi-line paste (CR line ends): its last line overwrote the prompt sign. A draft for sure,
+            # and what shows is only its end.
+            evidence = (f"a multi-line draft shows its last line: {_clip(first)}",)
+            return Composer(top, bottom, first, evidence, ambiguous=not first)
+        rows[0] = first[1:].lstrip()
+        if not rows[0].startswith(GROK_PROMPT):
+            return None
+        body = [rows[0][1:], *(row.lstrip().removeprefix("│") for row in rows[1:])]
+        text = " ".join(part.strip() for part in body).strip()
+        ambiguous = False
+        if text == _GROK_PLACEHOLDER:
+            prompt_line = lines[top + 1]
+            start = prompt_line.text.find(_GROK_PLACEHOLDER)
+            styles = prompt_line.visible_styles(start)[: len(_GROK_PLACEHOLDER.replace(" ", ""))]
+            if not capture.coloured:
+                ambiguous = True
+            elif styles and all(s.dim or is_grey(s.fg) for s in styles):
+                text = ""
+        evidence = (_clip(lines[top + 1].text) if text else f"{GROK_PROMPT} (placeholder, grey)",)
+        return Composer(top, bottom, text, evidence, ambiguous)
+    return None
+
+
+def _grok_busy(capture: Capture, composer: Composer | None) -> list[str]:
+    return _search(capture, _around(capture, composer, 4, 12), [_GROK_SPINNER, "esc to interrupt)"])
+
+
+GROK = Profile(
+    name="grok",
+    composer=_grok_composer,
+    busy=_grok_busy,
+    dialog=_dialog(
+        (
+            "Do you want to proceed with this operation?",
+            "Enter select • Esc cancel",
+            "Type your feedback and press Enter",
+        ),
+        2,
+    ),
+    finished=re.compile(r"^\s*⏺ "),
+)
+
 # --- a generic prompt: a shell-capable agent program (`shell`) or a scripted line reader (`scripted`) ------
 # Both show a `$`/`%`/`#`/`>` prompt on their last line. The same reading also describes a bash pane (the
 # captured fixtures are bash), which is how an inbox-only shell member is shown; a plain shell is never
@@ -509,6 +587,7 @@ PROFILES: dict[str, Profile] = {
     "claude": CLAUDE,
     "codex": CODEX,
     "gemini": GEMINI,
+    "grok": GROK,
     "shell": PROMPT,
     "scripted": PROMPT,
 }

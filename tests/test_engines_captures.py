@@ -25,7 +25,7 @@ def lines(screen: str) -> list[str]:
 
 def test_there_are_captures_for_each_engine() -> None:
     engines = {json.loads(m.read_text(encoding="utf-8"))["engine"] for m in MANIFESTS}
-    assert engines == {"claude", "codex", "gemini"}
+    assert engines == {"claude", "codex", "gemini", "grok"}
 
 
 @pytest.mark.parametrize("manifest", MANIFESTS, ids=lambda m: m.parent.name)

@@ -163,6 +163,38 @@ def test_responses_function_call_with_escalation(server: FakeModelServer) -> Non
     assert deltas == "Done."
 
 
+def test_chat_completions_tool_call_then_final_text(server: FakeModelServer) -> None:
+    """Grok CLI's wire: OpenAI chat completions, streamed as `data:` lines ending with `[DONE]`; the role only
+    in the first delta (Grok CLI concatenates repeated string fields); a `bash` tool call, then the text."""
+    server.state.script = Script.from_json({"rules": [{"when": "go", "run": "echo hi > out.txt"}]})
+    tools = [{"type": "function", "function": {"name": "bash", "parameters": {}}}]
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are Grok CLI."},
+        {"role": "user", "content": "go"},
+    ]
+    status, kind, raw = post(
+        server, "/v1/chat/completions", {"messages": messages, "tools": tools, "stream": True}
+    )
+    lines = [line[6:] for line in raw.decode().splitlines() if line.startswith("data: ")]
+    assert (status, kind, lines[-1]) == (200, "text/event-stream", "[DONE]")
+    chunks = [json.loads(line)["choices"][0] for line in lines[:-1]]
+    assert [c["delta"].get("role") for c in chunks] == ["assistant", *[None] * (len(chunks) - 1)]
+    (call,) = [t for c in chunks for t in c["delta"].get("tool_calls", [])]
+    assert call["function"]["name"] == "bash" and call["index"] == 0
+    assert json.loads(call["function"]["arguments"]) == {"command": "echo hi > out.txt"}
+    assert chunks[-1]["finish_reason"] == "tool_calls"
+    messages += [
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "content": "Command executed successfully", "tool_call_id": call["id"]},
+    ]
+    _, kind, raw = post(server, "/v1/chat/completions", {"messages": messages, "tools": tools})
+    answer = json.loads(raw)["choices"][0]  # not streamed: Grok CLI's headless mode
+    assert kind == "application/json" and answer["message"]["content"] == "Done."
+    assert answer["finish_reason"] == "stop" and "tool_calls" not in answer["message"]
+    status, _, raw = post(server, "/v1/chat/completions", {"messages": messages[:2]})  # no shell tool offered
+    assert json.loads(raw)["choices"][0]["message"]["content"] == "Scripted session"
+
+
 def test_gemini_stream_and_router(server: FakeModelServer) -> None:
     tools = [{"functionDeclarations": [{"name": "run_shell_command"}]}]
     contents: list[dict[str, Any]] = [{"role": "user", "parts": [{"text": "two steps please"}]}]

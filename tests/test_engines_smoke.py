@@ -16,8 +16,9 @@ from tests.engines.launch import ENGINES, EngineRun, install_problem, launch, lo
 
 pytestmark = pytest.mark.engines
 
-# The key a person presses to approve each engine's permission dialog ("yes, once").
-APPROVE = {"claude": "1", "codex": "y", "gemini": "1"}
+# The key a person presses to approve each engine's permission dialog ("yes, once"; Grok CLI's `1. Yes` is
+# preselected and has no key of its own).
+APPROVE = {"claude": "1", "codex": "y", "gemini": "1", "grok": "Enter"}
 PER_ENGINE_TIMEOUT = 90.0
 
 

@@ -33,7 +33,7 @@ import pytest
 
 from harness.io.profiles import Observation, classify, squash
 from harness.io.terminal_port import ScreenState
-from tests.engines.launch import ENGINES, install_problem
+from tests.engines.launch import DESK_ENGINES, ENGINES, install_problem
 from tests.live.receipts import Receipt, engine_turns, receipts
 from tests.live.scripts import (
     BUSY_PROMPT,
@@ -54,7 +54,8 @@ EVIDENCE_ENV = "HARNESS_LIVE_EVIDENCE_DIR"
 FULL_TEAM = ("claude", "codex", "gemini")
 TEAM = "live"
 DRAFT = "note to self: re-read the release checklist before lunch"
-APPROVE = {"claude": "1", "codex": "y", "gemini": "1"}  # "yes, once" in each engine's permission dialog
+# "yes, once" in each engine's permission dialog (Grok CLI: Enter on its preselected `1. Yes`)
+APPROVE = {"claude": "1", "codex": "y", "gemini": "1", "grok": "Enter"}
 HOLD = 3.0  # seconds a blocked notice is watched to stay queued, with the screen unchanged
 DONE = ("accepted", "read")  # a notice's receipt once its turn was seen (`read`: retrieved after that)
 
@@ -72,7 +73,7 @@ def team_engines() -> tuple[str, ...]:
         return FULL_TEAM
     engines = tuple(part.strip() for part in raw.split(",") if part.strip())
     if len(engines) < 2 or len(set(engines)) != len(engines) or not set(engines) <= set(ENGINES):
-        pytest.fail(f"{ENGINES_ENV}={raw!r}: give two or three different engines of {ENGINES}, lead first")
+        pytest.fail(f"{ENGINES_ENV}={raw!r}: give two or more different engines of {ENGINES}, lead first")
     return engines
 
 
@@ -273,7 +274,7 @@ def test_engines_ask_and_answer_through_the_daemon(
     kinds = sorted(r.kind for r in found.values())
     assert kinds == sorted(["introduction"] * len(specs) + ["question", "answer"] * len(peers)), kinds
     problems = {notice_id: r.problems() for notice_id, r in found.items() if r.problems()}
-    assert not problems, json.dumps(problems, indent=1)
+    assert problems == {}, json.dumps(problems, indent=1)
     by_exchange = {e["id"]: e for e in view["exchanges"]}
     for peer in peers:  # each answer is the peer's own reply, correlated by its question id
         answered = by_exchange[question_id(peer)]
@@ -397,7 +398,7 @@ def _phase(team: LiveTeam, seat: Seat, phase: str) -> dict[str, Any]:
     )
     wait_observed(seat, lambda o: o.state is ScreenState.IDLE, timeout=60, what="idle screen")
     receipt = team_receipts(team)[notice_id]
-    assert not receipt.problems(), receipt.problems()
+    assert receipt.problems() == [], receipt.problems()
     assert receipt.writes[0] >= cleared_ms, "the notice was written before the state cleared"
     turns = engine_turns(seat.fake.log())
     if phase == "draft":
@@ -439,7 +440,7 @@ def _breakout(team: LiveTeam, seat: Seat) -> dict[str, Any]:
     )
     wait_observed(seat, lambda o: o.state is ScreenState.IDLE, timeout=60, what="idle screen")
     receipt = team_receipts(team)[f"{TEAM}/{qid}/question"]
-    assert not receipt.problems(), receipt.problems()
+    assert receipt.problems() == [], receipt.problems()
     new_turns = engine_turns(seat.fake.log())[turns_before:]
     assert len(new_turns) == 1, [t.prompt for t in new_turns]
     prompt = new_turns[0].prompt
@@ -449,7 +450,9 @@ def _breakout(team: LiveTeam, seat: Seat) -> dict[str, Any]:
     return {"question": BREAKOUT, "engineTurn": prompt, "receipt": receipt.view()}
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+# The desk's engines only: Grok CLI runs and classifies offline, but the desk cannot yet confirm a multi-line
+# paste into it (tests/engines/launch.py DESK_ENGINES), so a notice to it would end `unconfirmed`.
+@pytest.mark.parametrize("engine", DESK_ENGINES)
 def test_notice_waits_for_busy_draft_and_dialog(
     engine: str, live: list[LiveTeam], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -475,7 +478,7 @@ def test_notice_waits_for_busy_draft_and_dialog(
     phases = [_phase(team, seat, phase) for phase in ("busy", "draft", "dialog")]
     breakout = _breakout(team, seat)
     intro = team_receipts(team)[f"{TEAM}/{seat.member_id}/introduction"]
-    assert not intro.problems(), intro.problems()
+    assert intro.problems() == [], intro.problems()
     evidence = {
         "test": f"busy, draft and dialog safety on {engine}",
         "engines": engines_view(team),

@@ -22,6 +22,7 @@ from harness.io.profiles import (
     classify,
     draft_is,
     is_plain_shell,
+    parse_capture,
     profile_for,
     turn_shows,
 )
@@ -29,6 +30,12 @@ from harness.io.terminal_port import ScreenState
 
 SCREENS = Path(__file__).parent / "fixtures" / "screens"
 MANIFEST = json.loads((SCREENS / "manifest.json").read_text())
+# Engines whose real captures are read straight from tests/engines/captures (the manifest there names the
+# state of each colour capture; its plain twin reads the same, except that without colours an empty prompt
+# cannot be told from a placeholder-like draft, so it is `starting`).
+ENGINE_CAPTURES = Path(__file__).parent / "engines" / "captures"
+GROK = json.loads(next(ENGINE_CAPTURES.glob("grok-*/manifest.json")).read_text())
+GROK_DIR = ENGINE_CAPTURES / f"grok-{GROK['version']}"
 IDLE, BUSY, DRAFT, DIALOG, OFFLINE, STARTING = (
     ScreenState.IDLE,
     ScreenState.BUSY,
@@ -38,7 +45,7 @@ IDLE, BUSY, DRAFT, DIALOG, OFFLINE, STARTING = (
     ScreenState.STARTING,
 )
 NBSP = "\xa0"
-CLAUDE_SIGN, CODEX_SIGN = "\u276f", "\u203a"
+CLAUDE_SIGN, CODEX_SIGN, GROK_SIGN = "\u276f", "\u203a", "\u276f"
 
 
 def _screen(name: str) -> str:
@@ -58,7 +65,7 @@ def test_every_fixture_is_in_the_manifest() -> None:
     files = {str(p.relative_to(SCREENS)) for p in SCREENS.rglob("*.txt")}
     assert files == set(MANIFEST)
     assert {entry["engine"] for entry in MANIFEST.values()} <= set(ENGINES)
-    covered = {profile_for(entry["engine"]).name for entry in MANIFEST.values()}
+    covered = {profile_for(entry["engine"]).name for entry in MANIFEST.values()} | {GROK["engine"]}
     assert covered == {profile.name for profile in PROFILES.values()}  # every profile has real captures
 
 
@@ -74,6 +81,18 @@ def test_fixture_classifies_as_expected(name: str) -> None:
     ), seen.evidence
     assert seen.evidence, "every observation says why"
     assert seen.safe_to_write == (expected["state"] == "idle")
+
+
+GROK_CASES = [(entry, form) for entry in GROK["captures"] for form in ("ansi", "plain")]
+
+
+@pytest.mark.parametrize(("entry", "form"), GROK_CASES, ids=[f"{e['name']}-{f}" for e, f in GROK_CASES])
+def test_grok_capture_classifies_as_captured(entry: dict[str, Any], form: str) -> None:
+    pane = PaneInfo(dead=True) if entry["state"] == "offline" else None
+    seen = classify("grok", (GROK_DIR / entry[form]).read_text(encoding="utf-8"), pane)
+    expected = "starting" if form == "plain" and entry["state"] == "idle" else entry["state"]
+    assert seen.state.value == expected, seen.evidence
+    assert seen.evidence, "every observation says why"
 
 
 # --- Claude Code --------------------------------------------------------------------------------------------
@@ -269,6 +288,79 @@ def test_gemini_trust_dialog() -> None:
     assert classify("gemini", screen).state is DIALOG
 
 
+# --- Grok CLI -----------------------------------------------------------------------------------------------
+
+GROK_BOX = "\x1b[34m╭" + "─" * 80 + "╮\x1b[39m"
+GROK_END = "\x1b[34m╰" + "─" * 80 + "╯\x1b[39m"
+GROK_PLACEHOLDER = "\x1b[2m\x1b[90mAsk me anything...\x1b[0m\x1b[30m\x1b[47m \x1b[39m\x1b[49m"
+GROK_FOOTER = (
+    "  \x1b[36m⏸ auto-edit: off\x1b[2m\x1b[90m (shift + tab)\x1b[0m  \x1b[33m≋ grok-code-fast-1\x1b[39m"
+)
+
+
+def grok(row: str, above: tuple[str, ...] = ()) -> str:
+    box = [f"  {GROK_BOX}", row, f"  {GROK_END}", "", GROK_FOOTER]
+    return "\n".join(
+        ["  Type your request in natural language. Ctrl+C to clear, 'exit' to quit.", *above, "", *box]
+    )
+
+
+def grok_prompt(body: str) -> str:
+    return f"  \x1b[34m│\x1b[39m \x1b[36m{GROK_SIGN} {body}" + " " * 40 + "\x1b[34m│\x1b[39m"
+
+
+def test_grok_grey_placeholder_is_idle_the_same_text_typed_is_a_draft() -> None:
+    assert classify("grok", grok(grok_prompt(GROK_PLACEHOLDER))).state is IDLE
+    typed = grok(grok_prompt("\x1b[39mAsk me anything...\x1b[30m\x1b[47m \x1b[39m\x1b[49m"))
+    assert classify("grok", typed).state is DRAFT
+    seen = classify("grok", grok(grok_prompt("\x1b[39mreply Q1 'yes'\x1b[30m\x1b[47m \x1b[39m\x1b[49m")))
+    assert seen.state is DRAFT and draft_is(seen, "reply Q1 'yes'")
+    plain = "\n".join(parse_capture(grok(grok_prompt(GROK_PLACEHOLDER))).texts)
+    assert classify("grok", plain).state is STARTING  # no colours: placeholder or a draft of those words?
+
+
+@pytest.mark.parametrize("glyph", ["/", "-", "\\", "|"])
+def test_grok_spinner_is_busy_with_or_without_a_draft(glyph: str) -> None:
+    spinner = f"  \x1b[36m{glyph} Thinking... \x1b[90m(3s · ↑ 1.2k tokens · esc to interrupt)\x1b[39m"
+    assert classify("grok", grok(grok_prompt(GROK_PLACEHOLDER), above=("", spinner))).state is BUSY
+    seen = classify("grok", grok(grok_prompt("\x1b[39mtyped while busy"), above=("", spinner)))
+    assert (seen.state, seen.draft) == (BUSY, True)
+
+
+def test_grok_multi_line_paste_shows_its_last_line_over_the_box_and_is_a_draft() -> None:
+    """Grok CLI keeps a pasted line end as CR and prints it: the box row shows the last line from the left
+    edge, with neither the border nor the prompt sign. Never an empty prompt."""
+    row = "\x1b[39mAnswer with: reply QE1 'your answer'" + " " * 60 + "\x1b[34m│\x1b[39m"
+    seen = classify("grok", grok(row))
+    assert seen.state is DRAFT and seen.draft
+    assert classify("grok", grok(" " * 60 + "\x1b[34m│\x1b[39m")).state is STARTING  # nothing readable
+
+
+def test_grok_dialog_replaces_the_box() -> None:
+    dialog = [
+        "  \x1b[35m⏺\x1b[37m Run bash command(echo hi > out.txt)",
+        "    \x1b[90m⎿ Requesting user confirmation",
+        "",
+        "  Do you want to proceed with this operation?",
+        "",
+        "   \x1b[30m\x1b[46m1. Yes\x1b[39m\x1b[49m",
+        "   \x1b[37m2. Yes, and don't ask again this session",
+        "   3. No",
+        "   4. No, with feedback",
+        "",
+        "  \x1b[2m\x1b[90m↑↓ navigate • Enter select • Esc cancel\x1b[0m",
+    ]
+    assert classify("grok", "\n".join(dialog)).state is DIALOG
+    feedback = "\n".join(["  Type your feedback and press Enter, or press Escape to go back.", "", "  ╭─╮"])
+    assert classify("grok", feedback).state is DIALOG
+
+
+def test_grok_quit_is_offline() -> None:
+    assert classify("grok", grok(grok_prompt(GROK_PLACEHOLDER)), PaneInfo(dead=True)).state is OFFLINE
+    assert classify("grok", "Gracefully shutting down...\nroot@box:~# ").state is OFFLINE
+    assert classify("grok", "root@box:~# ").state is OFFLINE
+
+
 # --- after a person's draft -------------------------------------------------------------------------------
 
 
@@ -326,13 +418,16 @@ def _with_draft(engine: str, typed: str) -> str:
         return _screen("codex-0.171.0/idle.ansi.txt").replace(
             "\x1b[2mAsk Codex", f"\x1b[0m{typed}\x1b[2mAsk Codex"
         )
+    if engine == "grok":
+        idle = (GROK_DIR / "idle.ansi.txt").read_text(encoding="utf-8")
+        return idle.replace("\x1b[2m\x1b[90mAsk me", f"\x1b[0m{typed}\x1b[2m\x1b[90mAsk me")
     return _screen("gemini-0.61.0/idle.ansi.txt").replace(
         "\x1b[38;2;175;175;175m  Type", f"\x1b[38;2;255;255;255m{typed}\x1b[38;2;175;175;175m  Type"
     )
 
 
 @settings(max_examples=60, deadline=None)
-@given(engine=st.sampled_from(["claude", "codex", "gemini"]), typed=TYPED)
+@given(engine=st.sampled_from(["claude", "codex", "gemini", "grok"]), typed=TYPED)
 def test_a_typed_draft_is_never_idle(engine: str, typed: str) -> None:
     seen = classify(engine, _with_draft(engine, typed))
     assert seen.state is not IDLE, seen.evidence
@@ -348,6 +443,11 @@ def test_turn_shows_our_text_followed_by_work() -> None:
     assert not turn_shows("claude", _screen("claude-2.1.197/busy.ansi.txt"), "another notice")
     assert turn_shows("codex", _screen("codex-0.171.0/busy.ansi.txt"), "please @slow @tool @escalate")
     assert turn_shows("gemini", _screen("gemini-0.61.0/idle-done.ansi.txt"), "please @slow @tool")
+    done_tool = (GROK_DIR / "done-tool.ansi.txt").read_text(encoding="utf-8")
+    assert turn_shows("grok", done_tool, "now write-token please")
+    assert not turn_shows(
+        "grok", (GROK_DIR / "idle.ansi.txt").read_text(encoding="utf-8"), "now write-token please"
+    )
     draft = _screen("claude-2.1.197/draft.ansi.txt")
     assert not turn_shows("claude", draft, "this is a human draft, not submitted")  # in the prompt, not sent
 

@@ -13,7 +13,7 @@ import trio
 
 from harness.io.terminal_port import ScreenState, WriteOutcome
 from harness.io.tmux import AgentTerminal, TmuxTerminals, WriteTiming
-from tests.engines.launch import ENGINES, EngineRun, install_problem, launch
+from tests.engines.launch import DESK_ENGINES, EngineRun, install_problem, launch
 
 pytestmark = pytest.mark.engines
 
@@ -53,7 +53,7 @@ async def _until(terminals: TmuxTerminals, state: ScreenState, seconds: float = 
             await trio.sleep(0.1)
 
 
-@pytest.mark.parametrize("engine_run", ENGINES, indirect=True)
+@pytest.mark.parametrize("engine_run", DESK_ENGINES, indirect=True)
 async def test_write_into_a_real_engine(engine_run: EngineRun) -> None:
     run = engine_run
     terminals = TmuxTerminals(

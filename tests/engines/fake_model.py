@@ -1,9 +1,9 @@
-# A scripted stand-in for the three model providers, so the real engine CLIs (Claude Code, Codex, Gemini CLI)
-# can run their whole TUI offline: one stdlib process speaks Anthropic Messages, OpenAI Responses and Gemini
-# generateContent well enough for a shell tool call, its approval, and a final text. What the "model" does is
-# a script: rules keyed on the last user turn (the notice pasted into the engine) that name the shell command
-# the engine runs next, then the final text once the tool result comes back. It never reasons; it only makes
-# the engine act so that a test can watch the screen and the disk.
+# A scripted stand-in for the model providers, so the real engine CLIs (Claude Code, Codex, Gemini CLI, Grok
+# CLI) can run their whole TUI offline: one stdlib process speaks Anthropic Messages, OpenAI Responses, Gemini
+# generateContent and OpenAI Chat Completions well enough for a shell tool call, its approval, and a final
+# text. What the "model" does is a script: rules keyed on the last user turn (the notice pasted into the
+# engine) that name the shell command the engine runs next, then the final text once the tool result comes
+# back. It never reasons; it only makes the engine act so that a test can watch the screen and the disk.
 #
 # The engines run inside a private network namespace (loopback only), so this server runs in that namespace
 # too: it serves the provider APIs on 127.0.0.1:PORT there, and the same control API on a Unix socket, which
@@ -56,7 +56,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 JSON = Any
-SHELL_TOOLS = ("Bash", "exec_command", "shell", "run_shell_command", "local_shell")
+SHELL_TOOLS = ("Bash", "exec_command", "shell", "run_shell_command", "local_shell", "bash")
 _TAGGED_BLOCK = re.compile(r"\A\s*<([A-Za-z_][\w-]*)(?:\s[^>]*)?>.*</\1>\s*\Z", re.DOTALL)
 _TEMPLATE = re.compile(r"\{\{\s*(\w+)\s*(\|\s*q\s*)?\}\}")
 
@@ -286,6 +286,23 @@ def gemini_conversation(body: Mapping[str, JSON]) -> Conversation:
     return Conversation(tuple(items), tuple(tools))
 
 
+def chat_conversation(body: Mapping[str, JSON]) -> Conversation:
+    """OpenAI Chat Completions (Grok CLI): system, user, assistant (with tool_calls) and tool messages."""
+    items: list[tuple[str, str]] = []
+    for message in body.get("messages", []):
+        role = message.get("role")
+        if role == "tool":
+            items.append(("tool_result", json.dumps(message.get("content"))))
+        elif role == "user":
+            text = _user_text(_texts(message.get("content")))
+            if text is not None:
+                items.append(("user", text))
+        elif role == "assistant":
+            items.append(("assistant", "\n".join(_texts(message.get("content")))))
+    tools = tuple(str((t.get("function") or {}).get("name", "")) for t in body.get("tools", []) or [])
+    return Conversation(tuple(items), tools)
+
+
 def schema_instance(schema: JSON, *, depth: int = 0) -> JSON:
     """A small value matching a JSON schema (enough for Gemini's router and similar side requests)."""
     if not isinstance(schema, dict) or depth > 8:
@@ -505,6 +522,57 @@ def gemini_candidate(decision: Decision, model: str) -> JSON:
     }
 
 
+def _chat_tool_call(decision: Decision) -> JSON:
+    arguments = json.dumps({"command": decision.command})
+    return {"id": _new_id("call"), "type": "function", "function": {"name": "bash", "arguments": arguments}}
+
+
+def chat_chunks(decision: Decision, model: str) -> Iterator[bytes]:
+    """A streamed chat completion as SSE `data:` lines: the role first (so a held answer shows busy), then the
+    text in pieces or one whole tool call, then the finish reason and `[DONE]`. Only the first delta carries
+    the role: Grok CLI concatenates repeated string fields of the deltas."""
+    head = {
+        "id": _new_id("chatcmpl"),
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+    }
+
+    def chunk(delta: JSON, finish: str | None = None) -> bytes:
+        return _sse(None, {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+
+    yield chunk({"role": "assistant", "content": ""})
+    if decision.kind == "tool":
+        yield chunk({"tool_calls": [{"index": 0, **_chat_tool_call(decision)}]})
+        finish = "tool_calls"
+    else:
+        for piece in _chunks(decision.text):
+            yield chunk({"content": piece})
+        finish = "stop"
+    yield chunk({}, finish)
+    yield b"data: [DONE]\n\n"
+
+
+def chat_completion(decision: Decision, model: str) -> JSON:
+    message: dict[str, JSON] = {"role": "assistant", "content": decision.text or None}
+    if decision.kind == "tool":
+        message["tool_calls"] = [_chat_tool_call(decision)]
+    return {
+        "id": _new_id("chatcmpl"),
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if decision.kind == "tool" else "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 12, "total_tokens": 112},
+    }
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "fake-model/1"
@@ -612,6 +680,8 @@ class Handler(BaseHTTPRequestHandler):
             self._anthropic(body, entry)
         elif url.path.endswith("/responses"):
             self._responses(body, entry)
+        elif url.path.endswith("/chat/completions"):
+            self._chat(body, entry)
         elif ":streamGenerateContent" in url.path or ":generateContent" in url.path:
             self._gemini(url.path, body, entry)
         elif ":countTokens" in url.path:
@@ -668,6 +738,21 @@ class Handler(BaseHTTPRequestHandler):
         self._hold(decision)
         for event in events:
             self._chunk(event)
+        self._end_stream()
+
+    def _chat(self, body: JSON, entry: dict[str, JSON]) -> None:
+        decision = self._decide("chat", chat_conversation(body), entry)
+        model = str(body.get("model", "fake-model"))
+        if not body.get("stream"):
+            self._hold(decision)
+            self._send_json(200, chat_completion(decision, model))
+            return
+        self._start_stream()
+        chunks = chat_chunks(decision, model)
+        self._chunk(next(chunks))
+        self._hold(decision)
+        for chunk in chunks:
+            self._chunk(chunk)
         self._end_stream()
 
     def _gemini(self, path: str, body: JSON, entry: dict[str, JSON]) -> None:

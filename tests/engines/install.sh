@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Installs the real engine CLIs (Claude Code, Codex, Gemini CLI) at the exact versions of package.json /
+# Installs the real engine CLIs (Claude Code, Codex, Gemini CLI, Grok CLI) at the exact versions of package.json /
 # package-lock.json into tests/engines/node_modules, so the engine tests drive the same TUIs every run.
 # CI runs this every time: when node_modules already matches the lockfile (a stamp of the lockfile, the
-# manifest and the node version) and the three entry points exist, it returns at once. Otherwise it runs
+# manifest and the node version) and the four entry points exist, it returns at once. Otherwise it runs
 # `npm ci` from the lockfile, retrying transient registry errors with a back-off.
 # Exit 0 = installed; non-zero = not installed (the engine tests then skip and say why).
 set -euo pipefail
@@ -13,6 +13,7 @@ entry_points=(
   node_modules/@anthropic-ai/claude-code-linux-x64/claude
   node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex
   node_modules/@google/gemini-cli/bundle/gemini.js
+  node_modules/@vibe-kit/grok-cli/dist/index.js
 )
 stamp_file=node_modules/.harness-install-stamp
 

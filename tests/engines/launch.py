@@ -1,4 +1,4 @@
-# Starts one real engine CLI (claude | codex | gemini) the way shared/design/engines.md found works
+# Starts one real engine CLI (claude | codex | gemini | grok) the way shared/design/engines.md found works
 # offline: inside its own network namespace that has only loopback (so nothing it tries can leave the
 # machine), with its own tmux server, its own temporary HOME and config pointing it at the scripted fake
 # model (tests/engines/fake_model.py), which runs in the same namespace. The test process outside drives
@@ -30,15 +30,28 @@ HERE = Path(__file__).resolve().parent
 NODE_MODULES = HERE / "node_modules"
 FAKE_MODEL = HERE / "fake_model.py"
 INSTALL = HERE / "install.sh"
-ENGINES = ("claude", "codex", "gemini")
+ENGINES = ("claude", "codex", "gemini", "grok")
+# The engines the delivery desk writes notices into in the tests. Grok CLI runs offline and its screens
+# classify, but it knows no bracketed paste: a pasted line end reaches it as CR, which it keeps in the draft
+# and prints as a carriage return, so a multi-line notice never shows as itself in its prompt and the desk
+# cannot confirm the paste (the write ends `uncertain`). Pasting with LF line ends (`paste-buffer -r`) shows
+# the whole draft in one row, lines joined by a box edge; the desk would have to do that, and read it, for
+# Grok CLI.
+DESK_ENGINES = ("claude", "codex", "gemini")
 FAKE_PORT = 8765  # inside the private namespace, so it never collides with anything on the machine
 WIDTH, HEIGHT = 160, 50
 
 CLAUDE_BIN = NODE_MODULES / "@anthropic-ai/claude-code-linux-x64/claude"
 CODEX_BIN = NODE_MODULES / "@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex"
 GEMINI_JS = NODE_MODULES / "@google/gemini-cli/bundle/gemini.js"
-ENTRY_POINTS = {"claude": CLAUDE_BIN, "codex": CODEX_BIN, "gemini": GEMINI_JS}
-PACKAGES = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex", "gemini": "@google/gemini-cli"}
+GROK_JS = NODE_MODULES / "@vibe-kit/grok-cli/dist/index.js"
+ENTRY_POINTS = {"claude": CLAUDE_BIN, "codex": CODEX_BIN, "gemini": GEMINI_JS, "grok": GROK_JS}
+PACKAGES = {
+    "claude": "@anthropic-ai/claude-code",
+    "codex": "@openai/codex",
+    "gemini": "@google/gemini-cli",
+    "grok": "@vibe-kit/grok-cli",
+}
 
 TMUX_CONF = """\
 set -g default-terminal "tmux-256color"
@@ -79,7 +92,8 @@ def install_problem() -> str | None:
 
 SPINNER_BUSY = re.compile(r"esc to (interrupt|cancel)", re.IGNORECASE)
 DIALOG = re.compile(
-    r"Do you want to proceed\?|Would you like to run the following command\?|Allow execution of"
+    r"Do you want to proceed( with this operation)?\?|Would you like to run the following command\?"
+    r"|Allow execution of"
     r"|Trust this folder\?|Do you trust the files in this folder\?|Do you trust|custom API key"
     r"|Bypass Permissions mode|Yes, I trust this folder"
 )
@@ -94,6 +108,8 @@ def looks_idle(engine: str, plain: str) -> bool:
         return spinner is None and re.search("^\u276f[\xa0 ]\\s*$", plain, re.MULTILINE) is not None
     if engine == "codex":
         return re.search("^\u203a ", plain, re.MULTILINE) is not None
+    if engine == "grok":
+        return "\u276f Ask me anything..." in plain
     return "Type your message" in plain
 
 
@@ -206,6 +222,21 @@ def _gemini_setup(
     return command
 
 
+def _grok_setup(
+    home: Path, workdir: Path, env: dict[str, str], skip_permissions: bool, trusted: bool, *, port: int
+) -> list[str]:
+    # Grok CLI has no folder trust, and it asks before every shell command until its auto-edit mode is on;
+    # interactively only Shift+Tab turns that on (`after_idle`). It reads ~/.grok/user-settings.json (a
+    # current settingsVersion, else it migrates) and prefers GROK_API_KEY / GROK_BASE_URL from the env.
+    settings_dir = home / ".grok"
+    settings_dir.mkdir()
+    base_url = f"http://127.0.0.1:{port}/v1"
+    settings = {"baseURL": base_url, "defaultModel": "grok-code-fast-1", "settingsVersion": 2}
+    (settings_dir / "user-settings.json").write_text(json.dumps(settings, indent=2), encoding="utf-8")
+    env.update({"GROK_API_KEY": "fake-key-for-loopback", "GROK_BASE_URL": base_url})
+    return [shutil.which("node") or "node", str(GROK_JS)]
+
+
 class Setup(Protocol):
     def __call__(
         self,
@@ -225,6 +256,7 @@ SETUP: dict[str, Setup] = {
     "claude": _claude_setup,
     "codex": _codex_setup,
     "gemini": _gemini_setup,
+    "grok": _grok_setup,
 }
 
 
@@ -474,10 +506,26 @@ def launch(
             run.wait_idle(timeout=idle_timeout, stable_for=stable_for)
             # the screen was already idle `stable_for` seconds before the wait returned
             run.seconds_to_idle = time.monotonic() - started - stable_for
+            if skip_permissions:
+                turn_permissions_off(run)
     except BaseException:
         run.stop()
         raise
     return run
+
+
+def turn_permissions_off(run: EngineRun) -> None:
+    """For an engine whose permission-skipping mode only a key turns on (Grok CLI: Shift+Tab toggles its
+    auto-edit mode, which approves every command), press it on the idle screen and wait until it shows."""
+    if run.engine != "grok":
+        return
+    run.send_keys("BTab")
+    run.wait_stable(
+        lambda s: "auto-edit: on" in s and looks_idle(run.engine, s),
+        timeout=15,
+        what="auto-edit on",
+        stable_for=1.0,
+    )
 
 
 def _quote(words: Sequence[str]) -> str:

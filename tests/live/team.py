@@ -38,7 +38,15 @@ from harness.io import home as homes
 from harness.io.client import Client
 from harness.io.journal import delivery_store_dir, ledger_store_dir, scan_store_consistent
 from tests.engines.fake_model import FakeModelClient
-from tests.engines.launch import FAKE_MODEL, SETUP, TMUX_CONF, EngineError, EngineRun, engine_version
+from tests.engines.launch import (
+    FAKE_MODEL,
+    SETUP,
+    TMUX_CONF,
+    EngineError,
+    EngineRun,
+    engine_version,
+    turn_permissions_off,
+)
 
 T = TypeVar("T")
 REPO = Path(__file__).resolve().parents[2]
@@ -405,6 +413,9 @@ def launch_team(
         )
         team.timings["namespaceUp"] = time.monotonic() - started
         _wait_all_idle(team, idle_timeout, started)
+        if skip_permissions:
+            for seat in seats.values():
+                turn_permissions_off(seat.run)
         team.timings["allIdle"] = time.monotonic() - started
         return team
     except BaseException:
