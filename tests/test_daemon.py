@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 
+from harness.core.commands import Ask, TeamCommand
 from harness.core.limits import Limits
+from harness.core.outcome import Accepted, Outcome
+from harness.core.records import Ledger, QuestionState
+from harness.core.team import step as team_step
 from harness.io import home as homes
+from harness.io import ledger_runner
 from harness.io.client import Client, RemoteError
 from harness.io.daemon import Daemon
 from harness.io.journal import CheckpointPolicy, ledger_store_dir
@@ -39,6 +46,9 @@ SMALL = Limits(
 )
 
 PEOPLE = ("alice", "bob", "carol")
+# How long a reply, a snapshot or a condition may take before the test fails instead of hanging: generous,
+# because the suite runs on a loaded two-core machine; a request that waits (`seconds`) gets that on top.
+DEADLINE = 60.0
 
 
 def member(name: str, machine: str = "machine-1", **extra: str) -> dict[str, str]:
@@ -56,7 +66,10 @@ _OPEN: list[Client] = []
 
 
 @asynccontextmanager
-async def running(home: Path, limits: Limits = SMALL, **options: Any) -> AsyncIterator[Daemon]:
+async def running(
+    home: Path, limits: Limits = SMALL, faults: int = 0, **options: Any
+) -> AsyncIterator[Daemon]:
+    """A daemon on `home` for the block; it must end with exactly `faults` internal errors."""
     daemon = Daemon(home, limits=limits, log=lambda line: None, **options)
     async with trio.open_nursery() as nursery:
         await nursery.start(daemon.run)
@@ -66,7 +79,7 @@ async def running(home: Path, limits: Limits = SMALL, **options: Any) -> AsyncIt
             while _OPEN:
                 _OPEN.pop().close()
             daemon.stop()
-    assert daemon.internal_errors == 0
+    assert daemon.internal_errors == faults
 
 
 def connect(path: Path) -> Client:
@@ -97,6 +110,7 @@ class Api:
             member_key=self.key,
             owner_token=self.token,
             fields=fields,
+            timeout=DEADLINE + float(fields.get("seconds", 0)),
         )
         return await trio.to_thread.run_sync(call)
 
@@ -104,6 +118,31 @@ class Api:
         with pytest.raises(RemoteError) as caught:
             await self(action, team, **fields)
         return caught.value
+
+
+async def until(condition: Callable[[], bool], what: str) -> None:
+    """Poll `condition` until it holds; a daemon that never gets there fails the test, naming `what`."""
+    with trio.move_on_after(DEADLINE):
+        while not condition():
+            await trio.sleep(0.01)
+        return
+    pytest.fail(f"not within {DEADLINE:g} s: {what}")
+
+
+def first(snapshots: Iterable[Any], holds: Callable[[Any], bool], what: str) -> Any:
+    """The first snapshot for which `holds` is true, within DEADLINE (call it in a worker thread)."""
+    deadline = time.monotonic() + DEADLINE
+    for team in snapshots:
+        if holds(team):
+            return team
+        if time.monotonic() > deadline:
+            break
+    raise AssertionError(f"no snapshot within {DEADLINE:g} s where {what}")
+
+
+def subscribe(client: Client, team_id: str, token: str | None) -> Iterator[Any]:
+    """Snapshots of `team_id`; the stream ends (and `first` fails) after DEADLINE without a change."""
+    return client.subscribe(team_id, token, timeout=DEADLINE)
 
 
 async def team_with_keys(
@@ -146,24 +185,22 @@ async def test_delivery_views_follow_the_desk_through_subscribe(tmp_path: Path) 
         alice = await Api.open(daemon, keys["alice"])
         await alice("ask", "t1", id="q1", to="bob", text="hello?")
         watcher = await trio.to_thread.run_sync(connect, daemon.socket_path)
-        snapshots = watcher.subscribe("t1", owner.token, timeout=5)
+        snapshots = subscribe(watcher, "t1", owner.token)
 
-        def until_offline() -> dict[str, Any]:
-            for team in snapshots:
-                exchange = team["exchanges"][0] if team["exchanges"] else None
-                intros = [(m["introduction"] or {}).get("reason") for m in team["members"]]
-                reported = exchange and exchange["delivery"]["reason"] != "unobserved"  # the desk's word
-                if reported and intros == ["offline"] * 3:
-                    return team
-            raise AssertionError("no snapshot with the delivery recorded")
+        def offline(team: dict[str, Any]) -> bool:
+            exchange = team["exchanges"][0] if team["exchanges"] else None
+            intros = [(m["introduction"] or {}).get("reason") for m in team["members"]]
+            reported = exchange and exchange["delivery"]["reason"] != "unobserved"  # the desk's word
+            return bool(reported) and intros == ["offline"] * 3
 
-        team = await trio.to_thread.run_sync(until_offline)
+        reported = "the desk reported q1, members offline"
+        team = await trio.to_thread.run_sync(first, snapshots, offline, reported)
         # Queued behind bob's introduction, which waits for a terminal this machine does not have.
         assert team["exchanges"][0]["delivery"]["state"] == "queued"
         assert team["exchanges"][0]["delivery"]["reason"] == "pressure"
         await owner("pause", "t1")
         held = await trio.to_thread.run_sync(
-            lambda: next(t for t in snapshots if t["exchanges"][0]["delivery"]["state"] == "held")
+            first, snapshots, lambda t: t["exchanges"][0]["delivery"]["state"] == "held", "q1 is held"
         )
         assert held["state"] == "paused"
         # Pause holds new sends, it does not refuse them: the ask is recorded and its notice held.
@@ -173,10 +210,10 @@ async def test_delivery_views_follow_the_desk_through_subscribe(tmp_path: Path) 
             last = team["exchanges"][-1]
             return last["id"] == "q2" and last["delivery"] is not None and last["delivery"]["state"] == "held"
 
-        await trio.to_thread.run_sync(lambda: next(t for t in snapshots if q2_held(t)))
+        await trio.to_thread.run_sync(first, snapshots, q2_held, "q2 is held")
         await owner("archive", "t1")
         archived = await trio.to_thread.run_sync(
-            lambda: next(t for t in snapshots if t["exchanges"][0]["delivery"]["state"] == "withdrawn")
+            first, snapshots, lambda t: t["exchanges"][0]["delivery"]["state"] == "withdrawn", "q1 withdrawn"
         )
         assert archived["state"] == "archived" and archived["exchanges"][0]["state"] == "cancelled"
         assert archived["exchanges"][0]["delivery"]["reason"] == "archived"
@@ -190,8 +227,7 @@ async def test_delivery_views_follow_the_desk_through_subscribe(tmp_path: Path) 
             delivery = daemon.durable.teams["t2"].exchanges["r1"].delivery
             return delivery is not None and (delivery.state, delivery.reason) == ("queued", "unpaired")
 
-        while not unpaired():
-            await trio.sleep(0.01)
+        await until(unpaired, "r1's delivery is queued as unpaired")
 
 
 async def test_authority(tmp_path: Path) -> None:
@@ -334,7 +370,7 @@ async def test_bad_frames_get_bad_request_and_the_connection_lives(tmp_path: Pat
 
         def exchange(text: str) -> dict[str, Any]:
             raw.send_raw(text)
-            return raw.receive_raw(5)
+            return raw.receive_raw(DEADLINE)
 
         cases = [
             "not json",
@@ -371,7 +407,7 @@ async def test_bad_frames_get_bad_request_and_the_connection_lives(tmp_path: Pat
         assert caps["result"]["protocol"] == PROTOCOL
         # Binary frames are refused the same way.
         raw._sock.sendall(raw._ws.send(__import__("wsproto").events.BytesMessage(data=b"\x00\x01")))  # type: ignore[union-attr]
-        assert (await trio.to_thread.run_sync(raw.receive_raw, 5))["error"] == "bad_request"
+        assert (await trio.to_thread.run_sync(raw.receive_raw, DEADLINE))["error"] == "bad_request"
 
 
 async def test_a_client_that_vanishes_mid_request_never_cancels_the_work(tmp_path: Path) -> None:
@@ -379,8 +415,8 @@ async def test_a_client_that_vanishes_mid_request_never_cancels_the_work(tmp_pat
         owner = await Api.open(daemon)
         keys = await team_with_keys(owner)
         watcher = await trio.to_thread.run_sync(connect, daemon.socket_path)
-        snapshots = watcher.subscribe("t1", owner.token, timeout=5)
-        first = await trio.to_thread.run_sync(next, snapshots)
+        snapshots = subscribe(watcher, "t1", owner.token)
+        current = await trio.to_thread.run_sync(first, snapshots, lambda t: True, "the current team")
         vanishing = await trio.to_thread.run_sync(connect, daemon.socket_path)
         frame = {
             "type": "team",
@@ -395,15 +431,20 @@ async def test_a_client_that_vanishes_mid_request_never_cancels_the_work(tmp_pat
         vanishing.send_raw(json.dumps(frame))
         assert vanishing._sock is not None
         vanishing._sock.close()  # no close handshake: the peer just disappears
-        team = await trio.to_thread.run_sync(lambda: next(t for t in snapshots if t["exchanges"]))
-        assert team["revision"] > first["revision"] and team["exchanges"][0]["id"] == "gone"
+        recorded = "the ask is recorded"
+        team = await trio.to_thread.run_sync(first, snapshots, lambda t: t["exchanges"], recorded)
+        assert team["revision"] > current["revision"] and team["exchanges"][0]["id"] == "gone"
         alice = await Api.open(daemon, keys["alice"])
         assert (await alice("ask", "t1", id="gone", to="bob", text="are you there?"))["id"] == "gone"
         assert len((await owner("get", "t1"))["exchanges"]) == 1
 
 
 async def test_restart_replays_journal_and_checkpoints_and_rearms_timers(tmp_path: Path) -> None:
-    async with running(tmp_path, checkpoint_policy=CheckpointPolicy(every=3)) as daemon:
+    # Both daemons' clocks stand still until the test moves them: q2's deadline cannot pass before the
+    # restarted daemon's state has been compared, however slow the machine.
+    now = [1_000_000]
+    clock = lambda: now[0]  # noqa: E731
+    async with running(tmp_path, checkpoint_policy=CheckpointPolicy(every=3), clock=clock) as daemon:
         owner = await Api.open(daemon)
         keys = await team_with_keys(owner)
         alice, bob = await Api.open(daemon, keys["alice"]), await Api.open(daemon, keys["bob"])
@@ -412,15 +453,18 @@ async def test_restart_replays_journal_and_checkpoints_and_rearms_timers(tmp_pat
         await alice("ask", "t1", id="q2", to="bob", text="two", ttlMs=400)
         await owner("create", id="t2", name="Two", members=[member("zed")])
     before = daemon.durable
+    q2 = before.teams["t1"].exchanges["q2"]
+    assert q2.state == "open"
     assert any(path.name.startswith("checkpoint-") for path in ledger_store_dir(tmp_path, "t1").iterdir())
-    async with running(tmp_path) as daemon:
-        assert daemon.durable.teams["t2"] == before.teams["t2"]
-        recovered = daemon.durable.teams["t1"]
-        # Equal, unless the re-armed deadline already fired (the only change a restart may bring here).
-        assert recovered == before.teams["t1"] or recovered.exchanges["q2"].state == "expired"
+    async with running(tmp_path, clock=clock) as daemon:
+        assert daemon.durable == before
         alice = await Api.open(daemon, keys["alice"])  # keys survive the restart
-        ended = await alice("wait", "t1", questionId="q2", seconds=10)
+        now[0] = q2.deadline_at + 1
+        ended = await alice("wait", "t1", questionId="q2", seconds=30)
         assert ended["reason"] == "expired"  # the deadline timer was armed again from the recovered state
+        recovered = daemon.durable.teams["t1"]
+        assert recovered.exchanges["q1"] == before.teams["t1"].exchanges["q1"]
+        assert recovered.members == before.teams["t1"].members
 
 
 async def test_concurrent_asks_share_fsyncs_and_replay_in_order(tmp_path: Path) -> None:
@@ -478,6 +522,45 @@ async def test_a_corrupt_team_is_reported_and_the_others_keep_working(tmp_path: 
     assert segment.read_bytes() == damaged + b"\n"  # every byte kept for repair
 
 
+async def test_a_broken_invariant_stops_that_team_and_the_others_keep_working(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 19: "the daemon, with invariants on, stops that team with `corrupt_state`". tests/conftest.py
+    turns the checks on (io/daemon.py CHECK_ENV); a reducer that answers one ask with a broken state (an
+    exchange answered without an answer, T3) stands in for a core bug. That step is never applied."""
+
+    def faulty(ledger: Ledger, command: TeamCommand, limits: Limits) -> Outcome[Ledger]:
+        outcome = team_step(ledger, command, limits)
+        if isinstance(command, Ask) and command.team_id == "bad" and isinstance(outcome, Accepted):
+            team = outcome.state.teams["bad"]
+            broken = attrs.evolve(team.exchanges[command.id], state=QuestionState.ANSWERED)
+            team = attrs.evolve(team, exchanges=team.exchanges.set(command.id, broken))
+            outcome = attrs.evolve(outcome, state=Ledger(outcome.state.teams.set("bad", team)))
+        return outcome
+
+    monkeypatch.setattr(ledger_runner, "step", faulty)
+    async with running(tmp_path, faults=1) as daemon:
+        owner = await Api.open(daemon)
+        good, bad = await team_with_keys(owner, "good"), await team_with_keys(owner, "bad")
+        asker = await Api.open(daemon, bad["alice"])
+        refused = await asker.error("ask", "bad", id="q1", to="bob", text="?")
+        assert refused.code == "corrupt_state"
+        assert "invariant T3 broken by Ask on team 'bad'" in refused.detail
+        assert (await owner.error("get", "bad")).code == "corrupt_state"
+        assert (await owner.error("pause", "bad")).code == "corrupt_state"
+        listed = await owner("list")
+        assert [(u["id"], u["error"]) for u in listed["unavailable"]] == [("bad", "corrupt_state")]
+        alice, bob = await Api.open(daemon, good["alice"]), await Api.open(daemon, good["bob"])
+        await alice("ask", "good", id="q1", to="bob", text="still there?")
+        await bob("reply", "good", questionId="q1", text="yes")
+        assert (await alice("wait", "good", questionId="q1", seconds=30))["reason"] == "answered"
+    monkeypatch.undo()
+    async with running(tmp_path) as daemon:  # the broken step never reached the journal
+        owner = await Api.open(daemon)
+        assert (await owner("get", "bad"))["exchanges"] == []
+        assert [e["state"] for e in (await owner("get", "good"))["exchanges"]] == ["answered"]
+
+
 async def test_shutdown_finishes_queued_work(tmp_path: Path) -> None:
     async with running(tmp_path) as daemon:
         owner = await Api.open(daemon)
@@ -496,19 +579,32 @@ async def test_shutdown_finishes_queued_work(tmp_path: Path) -> None:
                     }
                 )
             )
+
+        def stepped() -> set[str]:
+            team = daemon.ledger.working.teams.get("t1")
+            return set() if team is None else {m.name for m in team.members.values()}
+
+        # At least one add has reached the ledger (stepped, maybe not yet durable) when the stop comes.
+        await until(lambda: bool(stepped()), "an add reached the ledger")
         daemon.stop()
+        queued = stepped()
 
         def answer(client: Client) -> str | None:
             try:
-                return str(client.receive_raw(5)["result"]["name"])
-            except (OSError, ValueError, KeyError):
-                return None  # the connection closed first: the outcome is the ledger's to tell
+                reply = client.receive_raw(DEADLINE)
+            except TimeoutError:
+                pytest.fail(f"the stopping daemon neither answered nor closed within {DEADLINE:g} s")
+            except Exception:  # the connection closed first: the outcome is the ledger's to tell
+                return None
+            assert "result" in reply, reply  # an answer is never an error
+            return str(reply["result"]["name"])
 
         answered = {name for client in clients if (name := await trio.to_thread.run_sync(answer, client))}
     async with running(tmp_path) as daemon:
         owner = await Api.open(daemon)
         names = {m["name"] for m in (await owner("get", "t1"))["members"]}
-        assert answered <= names <= {f"m{index}" for index in range(4)}  # every answer was durable
+        # Everything the ledger had taken when the stop came, and every answer, is durable.
+        assert queued and queued | answered <= names <= {f"m{index}" for index in range(4)}
 
 
 async def test_wait_breaks_only_on_news(tmp_path: Path) -> None:

@@ -1,6 +1,8 @@
 # Kill a real writer process with SIGKILL at random moments, hundreds of times, and hold the store to every
 # acknowledgement it printed: each acknowledged entry is recovered at its seq, nothing appears twice, and the
-# store always opens. Checkpoints and compaction run inside the loop, so kills land in them too.
+# store always opens. Checkpoints and compaction run inside the loop, so kills land in them too. A batch is
+# one write(2), which SIGKILL tears only rarely (between pages), so every TEAR_EVERY-th kill also leaves what
+# a torn write leaves, a prefix of the next record, and the next victim must recover past it.
 from __future__ import annotations
 
 import os
@@ -17,13 +19,14 @@ import pytest
 import trio
 
 from harness.io.fileops import FileOps
-from harness.io.journal import JournalStore, scan_store
+from harness.io.journal import JournalStore, encode_record, scan_store
 from tests.journal_crash_writer import fold
 
 WRITER = Path(__file__).with_name("journal_crash_writer.py")
 KILLS = 210
 MAX_DELAY_S = 0.03
 PRESTARTED = 2
+TEAR_EVERY = 10
 
 
 def _spawn(directory: Path, cycle: int) -> subprocess.Popen[bytes]:
@@ -48,7 +51,7 @@ def test_sigkill_loop_keeps_every_acknowledged_entry(
     directory = tmp_path / "store"
     rng = random.Random(int.from_bytes(os.urandom(4)))
     acked: dict[int, str] = {}
-    kills = killed_in_checkpoint = torn_seen = 0
+    kills = killed_in_checkpoint = torn_seen = torn_made = 0
     started = time.monotonic()
     # Python and trio take longer to start than a cycle lasts, so victims start two cycles ahead.
     spares = deque(_spawn(directory, cycle) for cycle in range(PRESTARTED))
@@ -72,6 +75,12 @@ def test_sigkill_loop_keeps_every_acknowledged_entry(
             if not directory.exists():
                 continue  # killed before it created anything
             scan = scan_store(directory, FileOps())
+            if cycle % TEAR_EVERY == 0 and scan.segments and scan.segments[-1].torn_offset is None:
+                record = encode_record("entry", scan.recovery.last_seq + 1, {"c": "never acknowledged"})
+                with (directory / scan.segments[-1].name).open("ab") as segment:
+                    segment.write(record[: len(record) // 2])
+                torn_made += 1
+                scan = scan_store(directory, FileOps())
             killed_in_checkpoint += bool(scan.temp_files)
             torn_seen += any(s.torn_offset is not None for s in scan.segments)
             log = fold(scan.recovery)
@@ -92,7 +101,8 @@ def test_sigkill_loop_keeps_every_acknowledged_entry(
     checkpoint_seq = trio.run(reopen)
     summary = (
         f"{kills} SIGKILLs, {len(acked)} acknowledged entries checked, {killed_in_checkpoint} kills left a "
-        f"checkpoint temp file, {torn_seen} checks saw a torn tail, final checkpoint seq {checkpoint_seq}, "
+        f"checkpoint temp file, {torn_made} torn tails made, {torn_seen} checks saw one, "
+        f"final checkpoint seq {checkpoint_seq}, "
         f"{time.monotonic() - started:.1f} s"
     )
     with capsys.disabled():  # shown with or without -s
@@ -100,3 +110,6 @@ def test_sigkill_loop_keeps_every_acknowledged_entry(
     record_property("crash_summary", summary)
     assert kills >= 200 and len(acked) > kills, summary
     assert checkpoint_seq > 0, summary
+    # The paths the loop is for were taken: kills inside a checkpoint, and recoveries past a torn tail.
+    assert killed_in_checkpoint >= 1, summary
+    assert torn_made >= KILLS // TEAR_EVERY // 2 and torn_seen >= torn_made, summary

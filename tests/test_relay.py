@@ -5,17 +5,35 @@ from __future__ import annotations
 
 import json
 
+import nacl.public
 import pytest
 import trio
 
-from harness.io.relay import Frame, Notice, Relay, RelayError, RelayLimits, connect_relay, open_ws
-from harness.io.seal import Identity
+from harness.io.relay import (
+    Frame,
+    Notice,
+    Relay,
+    RelayClient,
+    RelayError,
+    RelayLimits,
+    connect_relay,
+    open_ws,
+)
+from harness.io.seal import Identity, b64, unb64
+
+# Generous: the suite runs on a loaded two-core machine; a relay that never answers fails, never hangs.
+DEADLINE = 30
 
 
 async def start(nursery: trio.Nursery, limits: RelayLimits | None = None) -> tuple[Relay, str]:
     relay = Relay(limits or RelayLimits())
     port = await nursery.start(relay.serve, 0)
     return relay, f"ws://127.0.0.1:{port}"
+
+
+async def received(client: RelayClient) -> Frame | Notice:
+    with trio.fail_after(DEADLINE):
+        return await client.receive()
 
 
 async def test_routes_by_address_and_sets_from(nursery: trio.Nursery) -> None:
@@ -25,27 +43,38 @@ async def test_routes_by_address_and_sets_from(nursery: trio.Nursery) -> None:
         assert relay.connected() == sorted([a.address, b.address, c.address])
         await ca.send(b.address, b"for b")
         await cc.send(b.address, b"from c")
-        got = [await cb.receive(), await cb.receive()]
+        got = [await received(cb), await received(cb)]
         assert got == [Frame(a.address, b"for b"), Frame(c.address, b"from c")]
         # A client cannot claim another sender: `from` is what the relay authenticated.
         await ca.ws.send_message(json.dumps({"to": b.address, "blob": "AAAA", "from": c.address}))
-        assert await cb.receive() == Frame(a.address, b"\x00\x00\x00")
+        assert await received(cb) == Frame(a.address, b"\x00\x00\x00")
         with trio.move_on_after(0.1):
             await cc.receive()
             pytest.fail("c received a frame that was not addressed to it")
 
 
 async def test_wrong_key_cannot_take_an_address(nursery: trio.Nursery) -> None:
+    """A hello that names the victim's public key with a proof made by another key is refused, and the victim
+    still gets its address afterwards."""
     relay, url = await start(nursery)
+    victim, forger = Identity.generate(), Identity.generate()
     async with open_ws(url, max_message_size=1 << 16) as ws:
         challenge = json.loads(await ws.get_message())
         assert challenge["type"] == "challenge"
-        victim = Identity.generate()
-        # A proof made with some other key (or none) does not authenticate the victim's public key.
-        await ws.send_message(json.dumps({"type": "hello", "publicKey": "A" * 43 + "=", "proof": "AAAA"}))
+        # The forger answers the challenge correctly with its own key, but claims the victim's.
+        relay_key = nacl.public.PublicKey(unb64(challenge["relayKey"]))
+        proof = nacl.public.Box(nacl.public.PrivateKey(forger.secret), relay_key).encrypt(
+            b"harness-relay-v1" + unb64(challenge["nonce"])
+        )
+        hello = {"type": "hello", "publicKey": b64(victim.public), "proof": b64(bytes(proof))}
+        await ws.send_message(json.dumps(hello))
         with pytest.raises(Exception, match=r"4001|authentication"):
-            await ws.get_message()
-    assert relay.stats["auth_failures"] == 1 and victim.address not in relay.connected()
+            with trio.fail_after(DEADLINE):
+                await ws.get_message()
+        assert victim.address not in relay.connected()
+    assert relay.stats["auth_failures"] == 1 and relay.connected() == []
+    async with connect_relay(url, victim):
+        assert relay.connected() == [victim.address]
 
 
 async def test_offline_destination_is_reported_at_once(nursery: trio.Nursery) -> None:
@@ -53,7 +82,7 @@ async def test_offline_destination_is_reported_at_once(nursery: trio.Nursery) ->
     a, absent = Identity.generate(), Identity.generate()
     async with connect_relay(url, a) as ca:
         await ca.send(absent.address, b"anyone?", ref="r1")
-        with trio.fail_after(2):
+        with trio.fail_after(DEADLINE):
             notice = await ca.receive()
     assert notice == Notice("offline", absent.address, "r1", notice.detail)
     assert relay.stats["offline"] == 1
@@ -64,11 +93,11 @@ async def test_oversized_frame_refused_connection_lives(nursery: trio.Nursery) -
     a, b = Identity.generate(), Identity.generate()
     async with connect_relay(url, a, blob_bytes=1000) as ca, connect_relay(url, b) as cb:
         await ca.send(b.address, b"x" * 1001, ref="big")
-        with trio.fail_after(2):
+        with trio.fail_after(DEADLINE):
             notice = await ca.receive()
         assert isinstance(notice, Notice) and notice.kind == "too_large" and notice.ref == "big"
         await ca.send(b.address, b"x" * 1000)
-        assert await cb.receive() == Frame(a.address, b"x" * 1000)
+        assert await received(cb) == Frame(a.address, b"x" * 1000)
     assert relay.stats["too_large"] == 1
 
 
@@ -86,25 +115,24 @@ async def test_slow_consumer_is_bounded_and_others_unaffected(nursery: trio.Nurs
     ):
         blob = b"y" * 60_000
         dropped = 0
-        with trio.fail_after(10):
+        with trio.fail_after(DEADLINE):
             for _ in range(400):
                 await cf.send(slow.address, blob)
                 # Meanwhile, unrelated traffic flows.
                 await ca.send(other_b.address, b"ping")
-                assert await cb.receive() == Frame(other_a.address, b"ping")
+                assert await received(cb) == Frame(other_a.address, b"ping")
                 if slow.address not in relay.connected():
                     break
-            while True:  # drain the notices the fast sender got
-                with trio.move_on_after(0.2):
-                    event = await cf.receive()
-                    if isinstance(event, Notice) and event.kind == "dropped":
-                        dropped += 1
-                    continue
-                break
+            else:
+                pytest.fail("400 frames to a peer that never reads, and it is still connected")
+            while dropped < relay.stats["dropped"]:  # every frame dropped is a notice to its sender
+                event = await cf.receive()
+                if isinstance(event, Notice) and event.kind == "dropped":
+                    dropped += 1
         assert slow.address not in relay.connected()
     assert relay.stats["slow_disconnects"] >= 1
-    assert relay.stats["dropped"] >= 1 and dropped >= 1
-    assert relay.stats["frames"] >= 400 or slow.address not in relay.connected()
+    assert relay.stats["dropped"] >= 1 and dropped == relay.stats["dropped"]
+    assert relay.stats["notices_lost"] == 0
 
 
 async def test_newer_connection_replaces_older(nursery: trio.Nursery) -> None:
@@ -112,8 +140,8 @@ async def test_newer_connection_replaces_older(nursery: trio.Nursery) -> None:
     a, b = Identity.generate(), Identity.generate()
     async with connect_relay(url, a) as old, connect_relay(url, b) as cb, connect_relay(url, a) as new:
         await cb.send(a.address, b"hi")
-        assert await new.receive() == Frame(b.address, b"hi")
+        assert await received(new) == Frame(b.address, b"hi")
         with pytest.raises(RelayError):
-            with trio.fail_after(2):
+            with trio.fail_after(DEADLINE):
                 await old.receive()
     assert relay.stats["connections"] == 3
