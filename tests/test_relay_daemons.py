@@ -149,7 +149,9 @@ async def test_a_question_and_its_answer_cross_machines_sealed(tmp_path: Path) -
 
         def owner_sees(state: str) -> bool:
             delivery = a.durable.teams[TEAM_ID].exchanges["q1"].delivery
-            return delivery is not None and delivery.state == state and delivery.reason != "unpaired"
+            # B's own word: neither the owner's first view (`unobserved`) nor its no-route `unpaired`.
+            reported = delivery is not None and delivery.reason not in ("unpaired", "unobserved")
+            return reported and delivery is not None and delivery.state == state
 
         await eventually(lambda: owner_sees("queued"))
 
