@@ -99,3 +99,14 @@ def write_all(ops: FileOps, fd: int, data: bytes) -> None:
         if n <= 0:
             raise OSError(f"write made no progress ({n} of {len(view)} bytes)")
         view = view[n:]
+
+
+def close_both(ops: FileOps, data_fd: int | None, lock_fd: int | None) -> None:
+    """Close a store's data file, then its lock file even if the first close failed: the lock is what lets
+    the next writer in (the journal and the trace hold one of each)."""
+    try:
+        if data_fd is not None:
+            ops.close(data_fd)
+    finally:
+        if lock_fd is not None:
+            ops.close(lock_fd)

@@ -32,7 +32,7 @@ import attrs
 import trio
 
 from harness.core.errors import ErrorCode
-from harness.io.fileops import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, FileOps, write_all
+from harness.io.fileops import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, FileOps, close_both, write_all
 
 FORMAT_VERSION: Final = 1
 # A command of team.v1 is at most ~50,000 characters of fields (8k question, 8k context, 16k answer, 16 x 1k
@@ -611,12 +611,7 @@ class JournalStore:
             async with self._write_lock:
                 data_fd, lock_fd = self._fd, self._lock_fd
                 self._fd = self._lock_fd = None
-                try:
-                    if data_fd is not None:
-                        self._ops.close(data_fd)
-                finally:
-                    if lock_fd is not None:
-                        self._ops.close(lock_fd)
+                close_both(self._ops, data_fd, lock_fd)
 
     async def __aenter__(self) -> JournalStore:
         return self

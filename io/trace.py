@@ -23,7 +23,7 @@ import attrs
 import trio
 
 from harness.core.redaction import Redactor
-from harness.io.fileops import FileOps, write_all
+from harness.io.fileops import FileOps, close_both, write_all
 from harness.io.journal import _ensure_private_dir  # the store's private-directory idiom, shared
 
 TRACES_DIR: Final = "traces"
@@ -343,12 +343,7 @@ class TraceWriter:
                 async with self._write_lock:
                     fd, lock_fd = self._fd, self._lock_fd
                     self._fd = self._lock_fd = None
-                    try:
-                        if fd is not None:
-                            self._ops.close(fd)
-                    finally:
-                        if lock_fd is not None:
-                            self._ops.close(lock_fd)
+                    close_both(self._ops, fd, lock_fd)
 
     async def __aenter__(self) -> TraceWriter:
         return self
