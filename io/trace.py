@@ -22,6 +22,7 @@ from typing import Final
 import attrs
 import trio
 
+from harness.core.bounded_json import JsonRefused, parse_json
 from harness.core.redaction import Redactor
 from harness.io.fileops import FileOps, close_both, write_all
 from harness.io.journal import _ensure_private_dir  # the store's private-directory idiom, shared
@@ -116,10 +117,10 @@ def _numbered(names: Iterable[str]) -> Iterator[tuple[int, str]]:
 
 
 def decode_line(path: Path, offset: int, raw: bytes) -> TraceLine:
-    try:
-        obj = json.loads(raw)
-    except ValueError as error:
-        raise TraceDamaged(path, offset, f"not JSON ({error})") from None
+    # A trace file is read offline, from anywhere: bounded before it is parsed, like every frame.
+    obj = parse_json(raw, max_bytes=MAX_LINE_BYTES + 1)
+    if isinstance(obj, JsonRefused):
+        raise TraceDamaged(path, offset, f"not a trace line ({obj.reason}: {obj.detail})")
     if not isinstance(obj, dict) or set(obj) != {"source", "seq", "event"}:
         raise TraceDamaged(path, offset, "not a {source, seq, event} line")
     source, seq, event = obj["source"], obj["seq"], obj["event"]

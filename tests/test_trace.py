@@ -133,6 +133,18 @@ def test_damage_before_the_last_line_is_reported_with_its_offset(tmp_path: Path)
     assert raised.value.offset == len(good)
 
 
+@pytest.mark.parametrize("hostile", [b"[" * 100_000, b'{"a":' * 50_000, b"x" * ((1 << 20) + 10)])
+def test_a_deep_or_huge_line_is_damage_not_a_crash(tmp_path: Path, hostile: bytes) -> None:
+    """A trace file is read offline and may come from anywhere: 100,000 nested brackets or an oversized
+    line is reported as damage at its offset (the standard parser raised RecursionError)."""
+    path = tmp_path / "trace-000000000001.ndjson"
+    good = trace.encode_line("ledger", 1, {"type": "x"})
+    path.write_bytes(good + hostile + b"\n" + trace.encode_line("ledger", 2, {"type": "x"}))
+    with pytest.raises(trace.TraceDamaged) as raised:
+        list(trace.read_trace(path))
+    assert raised.value.offset == len(good)
+
+
 # --- the CLI ------------------------------------------------------------------------------------------------
 
 # Two exchanges of a facilitate session as the daemon is to emit them (spec/trace-v1.md): e1 goes ask ->
