@@ -211,7 +211,9 @@ class World:
         """(direction, message) of every message in the relay's record."""
         if not self.record.exists():
             return []
-        lines = [json.loads(line) for line in self.record.read_text().splitlines()]
+        # The relay is still writing: a last line without its newline is not there yet.
+        complete = self.record.read_text().rpartition("\n")[0]
+        lines = [json.loads(line) for line in complete.splitlines()]
         return [(line["direction"], json.loads(line["message"])) for line in lines]
 
     def welcomes(self, address: str) -> int:
