@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import trio
 
@@ -33,19 +32,13 @@ from harness.core.board import (
     empty_board,
     step,
 )
-from harness.core.board_invariants import board_violations, step_violations
-from harness.core.codec import (
-    BOARD_JOURNAL_VERSION,
-    board_command_from_json,
-    board_command_to_json,
-    board_from_json,
-    board_to_json,
-)
+from harness.core.board_invariants import step_violations
+from harness.core.board_recovery import Record, Recovered, checkpoint_record, delta_record, recover
 from harness.core.errors import ErrorCode, Rejected
 from harness.core.outcome import reject, unchanged
 from harness.core.records import MembershipState, Team
 from harness.io.journal import TEAMS_DIR, CheckpointPolicy, JournalStore, Recovery, StoreError
-from harness.io.ledger_runner import ReplayError, open_stores, unwritable
+from harness.io.ledger_runner import open_stores, unwritable
 from harness.io.trace import BOARD, TraceEmit, no_trace
 
 E = ErrorCode
@@ -82,10 +75,6 @@ def active_members(team: Team) -> tuple[str, ...]:
     )
 
 
-def _entry(command: BoardCommand) -> dict[str, Any]:
-    return {"journalVersion": BOARD_JOURNAL_VERSION, "command": board_command_to_json(command)}
-
-
 # The fields of a board command that a trace keeps: who did what to which task, role or member. Titles,
 # descriptions and note text are left out (a trace says what happened, the board holds the words).
 TRACED_FIELDS: dict[str, str] = {
@@ -119,38 +108,13 @@ def board_event(command: BoardCommand) -> dict[str, object]:
     return event
 
 
-def replay(team_id: str, recovery: Recovery, limits: BoardLimits) -> tuple[Board | None, int]:
-    """Rebuild one board from its checkpoint and journal; also the latest command time seen. Entries of
-    another version, or refused on replay, reject the store as a whole."""
-    board: Board | None = None
+def records_of(recovery: Recovery) -> list[Record]:
+    """Every record a board store returned, its own compaction checkpoint first."""
+    records: list[Record] = []
     if recovery.checkpoint is not None:
-        data = recovery.checkpoint
-        if data.get("journalVersion") != BOARD_JOURNAL_VERSION:
-            raise ReplayError(f"checkpoint {recovery.checkpoint_seq} is not journalVersion 1")
-        found = board_from_json(data.get("board"))
-        if isinstance(found, Rejected):
-            raise ReplayError(f"checkpoint {recovery.checkpoint_seq} is not a board: {found.detail}")
-        broken = board_violations(found, limits)
-        if broken:  # derived states, indexes or the measure disagree with the records: not repaired
-            raise ReplayError(f"checkpoint {recovery.checkpoint_seq} is inconsistent: {': '.join(broken[0])}")
-        board = found
-    last_at = 0
-    for entry in recovery.entries:
-        if entry.body.get("journalVersion") != BOARD_JOURNAL_VERSION:
-            raise ReplayError(f"journal entry {entry.seq} is not journalVersion 1")
-        command = board_command_from_json(entry.body.get("command"))
-        if isinstance(command, Rejected):
-            raise ReplayError(f"journal entry {entry.seq} is not a board command: {command.detail}")
-        if command.session.team_id != team_id:
-            raise ReplayError(f"journal entry {entry.seq} belongs to team {command.session.team_id!r}")
-        outcome = step(board or empty_board(command.session), command, limits)
-        if isinstance(outcome, Rejected):
-            raise ReplayError(
-                f"journal entry {entry.seq} was refused on replay ({outcome.code}: {outcome.detail})"
-            )
-        board = outcome.state
-        last_at = max(last_at, command.at)
-    return board, last_at
+        records.append((recovery.checkpoint_seq, recovery.checkpoint))
+    records.extend((entry.seq, entry.body) for entry in recovery.entries)
+    return records
 
 
 class BoardRunner:
@@ -181,16 +145,39 @@ class BoardRunner:
         self.unavailable: dict[str, str] = {}  # team id -> why its board is stopped
         self._locks: dict[str, trio.Lock] = {}
         self._last_at = 0
+        # Per board: the newest checkpoint record in its journal (seq, board) and the deltas since. When the
+        # next one is written the store compacts up to this one, so two checkpoints always remain and a
+        # damaged newest one can be scanned back past (seed 002's journal contract).
+        self._snapshots: dict[str, tuple[int, Board]] = {}
+        self._since: dict[str, int] = {}
+        self._heal: set[str] = set()  # journals holding refused records: checkpoint before the next delta
 
     async def recover(self) -> None:
         opened = await open_stores(
-            boards_dir(self.home), lambda team_id, found: replay(team_id, found, self.limits), self._stop
+            boards_dir(self.home),
+            lambda team_id, found: recover(team_id, records_of(found), self.limits),
+            self._stop,
         )
-        for team_id, (store, (board, last_at)) in opened.items():
+        for team_id, (store, recovered) in opened.items():
             self.stores[team_id] = store
-            self._last_at = max(self._last_at, last_at)
-            if board is not None:
-                self.boards[team_id] = board
+            self._last_at = max(self._last_at, recovered.last_at)
+            self._since[team_id] = recovered.applied
+            if recovered.checkpoint is not None:
+                self._snapshots[team_id] = recovered.checkpoint
+            if recovered.board is not None:
+                self.boards[team_id] = recovered.board
+            self._report(team_id, recovered)
+
+    def _report(self, team_id: str, recovered: Recovered) -> None:
+        """Say what recovery left out; refused records make the next command write a checkpoint first, so
+        the deltas after it connect to what was recovered rather than to what was refused."""
+        for refusal in recovered.refused:
+            verb = "ignored" if refusal.ignored else "rejected"
+            self._log(f"board of team {team_id}: journal record {refusal.seq} {verb}: {refusal.reason}")
+        if recovered.rejected:
+            self._heal.add(team_id)
+            revision = recovered.board.revision if recovered.board is not None else 0
+            self._log(f"board of team {team_id} recovered to revision {revision}")
 
     async def aclose(self) -> None:
         for store in self.stores.values():
@@ -263,7 +250,13 @@ class BoardRunner:
             except (StoreError, OSError) as error:
                 return reject(E.CORRUPT_STATE, f"cannot open the board of team {team.id!r}: {error}")
             self.stores[team.id] = store
-        return board if board is not None else empty_board(session)
+        board = board if board is not None else empty_board(session)
+        if team.id in self._heal:
+            healed = await self._checkpoint(team.id, board)
+            if isinstance(healed, Rejected):
+                return healed
+            self._heal.discard(team.id)
+        return board
 
     async def _step(self, team_id: str, board: Board, command: BoardCommand) -> BoardOutcome:
         outcome = step(board, command, self.limits)
@@ -277,17 +270,28 @@ class BoardRunner:
             return outcome
         store = self.stores[team_id]
         try:
-            seq = await store.append(_entry(command))
+            await store.append(delta_record(command, outcome.state.revision))
         except (StoreError, trio.ClosedResourceError, ValueError, TypeError) as error:
             self._stop(team_id, unwritable(f"the board of team {team_id!r}", error))
             return reject(E.CORRUPT_STATE, self.unavailable[team_id])
         self.boards[team_id] = outcome.state
         self._trace(team_id, BOARD, board_event(command))  # durable now: traced, never waited on
-        if self._checkpoints.due(store):
-            try:
-                await store.checkpoint(
-                    seq, {"journalVersion": BOARD_JOURNAL_VERSION, "board": board_to_json(outcome.state)}
-                )
-            except StoreError as error:
-                self._stop(team_id, f"the board of team {team_id!r} could not be checkpointed: {error}")
+        self._since[team_id] = self._since.get(team_id, 0) + 1
+        if self._since[team_id] >= self._checkpoints.every:
+            await self._checkpoint(team_id, outcome.state)  # a failure stops the board after this command
         return outcome
+
+    async def _checkpoint(self, team_id: str, board: Board) -> Rejected | None:
+        """Append a checkpoint record of `board`, then compact the store up to the previous one."""
+        store = self.stores[team_id]
+        try:
+            seq = await store.append(checkpoint_record(board))
+            previous = self._snapshots.get(team_id)
+            if previous is not None:
+                await store.checkpoint(previous[0], checkpoint_record(previous[1]))
+        except (StoreError, trio.ClosedResourceError, ValueError, TypeError) as error:
+            self._stop(team_id, f"the board of team {team_id!r} could not be checkpointed: {error}")
+            return reject(E.CORRUPT_STATE, self.unavailable[team_id])
+        self._snapshots[team_id] = (seq, board)
+        self._since[team_id] = 0
+        return None

@@ -17,13 +17,13 @@ from attrs import evolve as attrs_evolve
 from harness.cli.app import app
 from harness.cli.commands import BOARD_SPECS, SPECS, Options, parse_fast
 from harness.core import board as b
+from harness.core.board_recovery import recover
 from harness.core.codec import board_command_from_json, board_from_json, board_to_json, board_view
 from harness.core.errors import Rejected
 from harness.io import home as homes
-from harness.io.board_runner import board_store_dir, replay
+from harness.io.board_runner import board_store_dir
 from harness.io.client import Client, RemoteError
-from harness.io.journal import CheckpointPolicy, JournalStore, Recovery, ledger_store_dir
-from harness.io.ledger_runner import ReplayError
+from harness.io.journal import CheckpointPolicy, JournalStore, ledger_store_dir
 from tests.test_cli_e2e import Daemon, cli, error, ok
 from tests.test_daemon import Api, running, team_with_keys
 
@@ -263,13 +263,15 @@ def test_a_board_checkpoint_is_exact_json_and_its_parsing_strict() -> None:
     assert board_view(state)["members"][1] == {"id": "bob", "state": "active", "roles": [], "unread": 1}
 
 
-async def test_boards_recover_from_checkpoints_and_a_broken_store_stops_only_its_board(
+async def test_boards_recover_from_checkpoints_and_a_foreign_delta_is_rejected_alone(
     tmp_path: Path,
 ) -> None:
     """Board checkpoints go through the daemon's own path (every 2 entries here), and recovery takes the
-    checkpoint plus the entries after it; a store holding an entry of another journal version is refused as
-    a whole (seed: "Recovery accepts only valid journalVersion: 1 checkpoint and delta entries"), which stops
-    that board alone."""
+    newest checkpoint plus the deltas after it. Seed: "Recovery accepts only valid journalVersion: 1
+    checkpoint and delta entries" and "Inconsistent checkpoints and deltas are rejected as a whole, while
+    earlier valid entries remain recoverable": a delta of another journal version is rejected (and said in
+    the log), the board keeps everything before it, and the next command writes a checkpoint first so it
+    survives the next restart."""
     policy = CheckpointPolicy(every=2)
     async with running(tmp_path, checkpoint_policy=policy) as daemon:
         owner = await Api.open(daemon)
@@ -280,19 +282,31 @@ async def test_boards_recover_from_checkpoints_and_a_broken_store_stops_only_its
             await alice("board", "t1", id=f"task-{n}", command={"type": "add_task", "title": f"task {n}"})
         await alice("board", "t1", command={"type": "claim", "taskId": "task-0"})
         before = await owner("board_get", "t1")
-        assert await owner("board_get", "t2")
+        t2_before = await owner("board_get", "t2")
     assert any(path.name.startswith("checkpoint-") for path in board_store_dir(tmp_path, "t1").iterdir())
     async with running(tmp_path, checkpoint_policy=policy) as daemon:
         owner = await Api.open(daemon)
         assert await owner("board_get", "t1") == before
-    store, _ = await JournalStore.open(board_store_dir(tmp_path, "t2"))
+    store, _ = await JournalStore.open(board_store_dir(tmp_path, "t1"))
     async with store:
-        await store.append({"journalVersion": 2, "command": {"type": "claim"}})
+        await store.append(
+            {"journalVersion": 2, "revision": before["revision"] + 1, "command": {"type": "claim"}}
+        )
+    lines: list[str] = []
+    async with running(tmp_path, log=lines.append) as daemon:
+        owner = await Api.open(daemon)
+        assert await owner("board_get", "t1") == before
+        assert await owner("board_get", "t2") == t2_before
+        alice = await Api.open(daemon, keys["alice"])
+        await alice("board", "t1", id="after", command={"type": "add_task", "title": "after the damage"})
+        after = await owner("board_get", "t1")
+    said = "\n".join(lines)
+    assert "delta is not journalVersion 1" in said and f"recovered to revision {before['revision']}" in said
     async with running(tmp_path) as daemon:
         owner = await Api.open(daemon)
-        refused = await owner.error("board_get", "t2")
-        assert refused.code == "corrupt_state" and "journalVersion 1" in refused.detail
-        assert await owner("board_get", "t1") == before
+        assert await owner("board_get", "t1") == after
+        assert after["revision"] == before["revision"] + 1
+        assert "after" in {task["id"] for task in after["tasks"]}
 
 
 def test_an_inconsistent_board_checkpoint_is_refused_as_a_whole() -> None:
@@ -312,9 +326,7 @@ def test_an_inconsistent_board_checkpoint_is_refused_as_a_whole() -> None:
     data = board_to_json(state)
     data["tasks"]["second"]["state"] = "ready"
     checkpoint = {"journalVersion": 1, "board": data}
-    with pytest.raises(ReplayError, match="inconsistent: B2"):
-        replay("t1", Recovery(7, checkpoint, ()), b.DEFAULT_BOARD_LIMITS)
-    found, _ = replay(
-        "t1", Recovery(7, {"journalVersion": 1, "board": board_to_json(state)}, ()), b.DEFAULT_BOARD_LIMITS
-    )
-    assert found == state
+    refused = recover("t1", [(7, checkpoint)])
+    assert refused.board is None and "inconsistent: B2" in refused.refused[0].reason
+    found = recover("t1", [(7, {"journalVersion": 1, "board": board_to_json(state)})])
+    assert found.board == state and found.refused == ()

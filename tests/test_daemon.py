@@ -70,7 +70,8 @@ async def running(
     home: Path, limits: Limits = SMALL, faults: int = 0, **options: Any
 ) -> AsyncIterator[Daemon]:
     """A daemon on `home` for the block; it must end with exactly `faults` internal errors."""
-    daemon = Daemon(home, limits=limits, log=lambda line: None, **options)
+    options.setdefault("log", lambda line: None)
+    daemon = Daemon(home, limits=limits, **options)
     async with trio.open_nursery() as nursery:
         await nursery.start(daemon.run)
         try:
