@@ -37,7 +37,14 @@ from harness.core.board_recovery import Record, Recovered, checkpoint_record, de
 from harness.core.errors import ErrorCode, Rejected
 from harness.core.outcome import reject, unchanged
 from harness.core.records import MembershipState, Team
-from harness.io.journal import TEAMS_DIR, CheckpointPolicy, JournalStore, Recovery, StoreError
+from harness.io.journal import (
+    MAX_CHECKPOINT_BYTES,
+    TEAMS_DIR,
+    CheckpointPolicy,
+    JournalStore,
+    Recovery,
+    StoreError,
+)
 from harness.io.ledger_runner import open_stores, unwritable
 from harness.io.trace import BOARD, TraceEmit, no_trace
 
@@ -285,7 +292,7 @@ class BoardRunner:
         """Append a checkpoint record of `board`, then compact the store up to the previous one."""
         store = self.stores[team_id]
         try:
-            seq = await store.append(checkpoint_record(board))
+            seq = await store.append(checkpoint_record(board), max_bytes=MAX_CHECKPOINT_BYTES)
             previous = self._snapshots.get(team_id)
             if previous is not None:
                 await store.checkpoint(previous[0], checkpoint_record(previous[1]))

@@ -458,8 +458,9 @@ class JournalStore:
             self._failure.__cause__ = exc
         return self._failure
 
-    async def append(self, entry: Mapping[str, object]) -> int:
+    async def append(self, entry: Mapping[str, object], *, max_bytes: int = MAX_ENTRY_BYTES) -> int:
         """Durably append one JSON object; returns its seq once its bytes (and its batch's) are fsynced.
+        `max_bytes` is raised only for a state written as a journal record (a board's checkpoint record).
 
         Raises StoreFailed if this or any entry of its batch could not be made durable (the entry is then
         not acknowledged: it may or may not survive a restart) and on every call after such a failure.
@@ -470,8 +471,8 @@ class JournalStore:
         self._check_writable()
         seq = self._next_seq
         line = encode_record("entry", seq, entry) + b"\n"
-        if len(line) > MAX_ENTRY_BYTES:
-            raise ValueError(f"journal entry of {len(line)} bytes exceeds {MAX_ENTRY_BYTES}")
+        if len(line) > max_bytes:
+            raise ValueError(f"journal entry of {len(line)} bytes exceeds {max_bytes}")
         self._next_seq = seq + 1
         batch = self._open_batch
         if batch is None:

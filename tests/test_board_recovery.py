@@ -129,14 +129,14 @@ def test_recovery_takes_the_newest_valid_checkpoint_and_every_delta_that_connect
 
 def test_recovery_scans_back_beyond_ten_thousand_entries() -> None:
     """Seed 002: "The active branch is scanned back to a recoverable checkpoint, including beyond the
-    initial 10,000-entry window when necessary." The newest checkpoint is damaged and the valid one before
-    it lies 10,500 deltas back: every one of them is replayed."""
-    steps = history(10_600)
-    marked = records(steps, {10_600}, first=100)
-    marked[-1] = ("checkpoint", 10_600, damage("inconsistent", marked[-1][2]))
-    assert marked[0][0] == "checkpoint" and len(marked) > 10_500
+    initial 10,000-entry window when necessary." A journal of 12,000 deltas whose newest checkpoint is
+    damaged: the valid one before it lies 12,000 entries back, and every delta after it is replayed."""
+    steps = history(12_100)
+    marked = records(steps, {12_100}, first=101)
+    marked[-1] = ("checkpoint", 12_100, damage("inconsistent", marked[-1][2]))
+    assert marked[0][0] == "checkpoint" and len(marked) == 12_002
     found = recover("t1", numbered(marked), LIMITS)
-    assert found.board == steps[-1][1] and found.applied == 10_501
+    assert found.board == steps[-1][1] and found.applied == 12_000
     assert [r.seq for r in found.rejected] == [len(marked)]
 
 
@@ -156,7 +156,7 @@ def test_a_history_without_a_checkpoint_must_start_at_revision_one() -> None:
 async def test_a_daemon_scans_back_past_a_damaged_newest_checkpoint(tmp_path: Path) -> None:
     """The daemon keeps two checkpoints of each board (its store compacts only up to the older one), so a
     newest checkpoint that a bad disk or a foreign writer damaged is scanned back past, and the deltas
-    after the older one bring the board back whole."""
+    after the older one bring the board back whole; a torn final record (never acknowledged) is left out."""
     lines: list[str] = []
     async with running(tmp_path, checkpoint_policy=CheckpointPolicy(every=3)) as daemon:
         owner = await Api.open(daemon)
@@ -179,8 +179,30 @@ async def test_a_daemon_scans_back_past_a_damaged_newest_checkpoint(tmp_path: Pa
     async with store:
         for body in bodies:
             await store.append(body)
+    segment = max(directory.glob("journal-*.jsonl"))
+    with segment.open("ab") as torn:  # and a torn tail: a record whose write never finished
+        torn.write(b'{"v":1,"seq":99,"entry":{"journalVersion":1,"rev')
     async with running(tmp_path, log=lines.append) as daemon:
         owner = await Api.open(daemon)
         assert await owner("board_get", "t1") == before
     said = "\n".join(lines)
     assert "checkpoint is inconsistent" in said
+
+
+async def test_a_board_bigger_than_a_journal_entry_is_checkpointed(tmp_path: Path) -> None:
+    """A checkpoint record holds the whole board, up to the seed's eight-MiB state limit, so it may exceed
+    the 1 MiB a command entry is allowed: a board of 1.5 MiB of notes checkpoints, keeps working and
+    recovers whole (the runner once stopped such a board with corrupt_state at its first checkpoint)."""
+    async with running(tmp_path, checkpoint_policy=CheckpointPolicy(every=4)) as daemon:
+        owner = await Api.open(daemon)
+        keys = await team_with_keys(owner)
+        alice = await Api.open(daemon, keys["alice"])
+        note = {"type": "send_note", "to": {"kind": "member", "name": "bob"}, "text": "n" * 8_000}
+        for n in range(200):
+            await alice("board", "t1", id=f"note-{n}", command=note)
+        await alice("board", "t1", id="last", command={"type": "add_task", "title": "after the checkpoints"})
+        before = await owner("board_get", "t1")
+        assert before["bytes"] > 1_500_000 and before["notes"] == 200
+    async with running(tmp_path) as daemon:
+        owner = await Api.open(daemon)
+        assert await owner("board_get", "t1") == before
