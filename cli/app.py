@@ -576,3 +576,12 @@ def _register_check() -> None:
 
 
 _register_check()
+
+
+def _register_channels() -> None:
+    from harness.cli.channels import app as channels_app
+
+    app.add_typer(channels_app, name="channels", help=TOP["channels"])
+
+
+_register_channels()

@@ -38,6 +38,7 @@ from harness.io.agent_actions import AgentActions
 from harness.io.agents import REGISTRY_FILE, AgentRegistry
 from harness.io.board_actions import BoardActions
 from harness.io.board_runner import BoardRunner
+from harness.io.channels import ChannelKeeper
 from harness.io.delivery_router import DeliveryRouter
 from harness.io.desk_runner import DeskRunner, RunnerTiming
 from harness.io.journal import CheckpointPolicy
@@ -108,6 +109,7 @@ class Daemon:
         self._check = checking_invariants()
         self.agents = AgentRegistry(home / REGISTRY_FILE)  # loaded in `run`
         self.desk: DeskRunner | None = None  # this machine's delivery desk, opened in `run`
+        self.channels: ChannelKeeper | None = None  # tab channels (spec/channels-v1.md), built in `run`
         self._log = log or (lambda line: print(f"harness daemon: {line}", file=sys.stderr, flush=True))
         self.rpc = Listener(
             "rpc", listener_limits or ListenerLimits(), self._log, peer_ok=lambda s: same_user(s.socket)
@@ -228,10 +230,21 @@ class Daemon:
         self._front = TeamRpc(
             self.rpc, token, self.machine_id, self._access, self._handlers, fault=self._fault
         )
+        # Tab channels apply their plans through the same `team` actions, as the owner (spec/channels-v1.md).
+        self.channels = ChannelKeeper(
+            self.home,
+            self.machine_id,
+            self.agents,
+            lambda: self.ledger.durable,
+            actions=self._handlers,
+            limits=self.limits,
+            log=self._log,
+        )
         return router
 
     async def _serve(self, router: DeliveryRouter, task_status: trio.TaskStatus[Daemon]) -> None:
         assert self.desk is not None and self.node is not None and self._front is not None
+        assert self.channels is not None
         async with trio.open_nursery() as core:
             core.start_soon(self._run_ledger, router)
             await core.start(self.desk.run)
@@ -248,6 +261,7 @@ class Daemon:
                     await front.start(self.rpc.serve, listener, handler)
                     homes.write_private_json(self.home / homes.DAEMON_FILE, self.info())
                     front.start_soon(self.ledger.run_timers)
+                    front.start_soon(self.channels.run)  # stops with intake, like the timers
                     self._log(f"listening on {self.socket_path} (pid {os.getpid()})")
                     task_status.started(self)
             # Intake is closed: the ledger drains its queue, then the delivery worker its own. Peers' requests
