@@ -585,3 +585,21 @@ def _register_channels() -> None:
 
 
 _register_channels()
+
+
+def _register_selfedit() -> None:
+    from harness.cli.selfedit import selfedit_command
+
+    app.command("selfedit", short_help=TOP["selfedit"])(selfedit_command)
+
+
+_register_selfedit()
+
+
+def _register_eval() -> None:
+    from harness.cli.eval import eval_app
+
+    app.add_typer(eval_app, name="eval", help=TOP["eval"])
+
+
+_register_eval()

@@ -1,0 +1,418 @@
+# `harness eval run`: prove an agent change by running task families N times per engine and judging each
+# run by a script, not by reading transcripts (seed 004's benchmark CLI). A family is a directory with
+# brief.md (the task), `setup` (run first in a fresh, empty working copy) and `judge` (run there last; exit 0
+# is a pass). Each run gets its own temporary working copy, so no run sees another's leftovers, and leaves a
+# record (OUT/runs/FAMILY/ENGINE/N.json) and a trace (OUT/runs/FAMILY/ENGINE/N.trace/, the trace-v1 line
+# format, redacted, readable with `harness trace`) of every step's exit status, time and output.
+#
+# An engine is run non-interactively through a small adapter: `claude -p`, `codex exec`, `gemini -p` (the
+# user's providers; `claude=BIN` names the binary), or `script:PATH`, a shell script standing in for an
+# engine (it gets the brief on stdin). `--offline` runs the engine step inside a private network namespace
+# (`unshare -n`, loopback only); `--model-server CMD` starts a model server there first (a scripted model
+# for offline runs) and waits until it listens on loopback, and the end of the step ends it.
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Final
+
+from harness.core.bounded_json import JsonRefused, parse_json
+from harness.core.eval_stats import RunOutcome, summarize
+from harness.core.redaction import Redactor
+from harness.io.trace import encode_line, file_name
+
+BRIEF: Final = "brief.md"
+SETUP: Final = "setup"
+JUDGE: Final = "judge"
+RUNS_DIR: Final = "runs"
+SETUP_TIMEOUT: Final = 300.0
+JUDGE_TIMEOUT: Final = 300.0
+MAX_BRIEF_BYTES: Final = 256 * 1024
+MAX_RECORD_BYTES: Final = 1 << 20
+# The tail of each step's output the trace keeps: enough to see why a run failed, bounded per run.
+KEPT_OUTPUT: Final = 64 * 1024
+_SLUG: Final = re.compile(r"[^A-Za-z0-9._-]+")
+# Real engines, run the way each documents for scripts; "{brief}" is replaced by the task.
+ADAPTERS: Final[Mapping[str, tuple[str, ...]]] = {
+    "claude": ("claude", "-p", "{brief}", "--output-format", "json", "--dangerously-skip-permissions"),
+    "codex": (
+        "codex",
+        "exec",
+        "--dangerously-bypass-approvals-and-sandbox",
+        "--skip-git-repo-check",
+        "{brief}",
+    ),
+    "gemini": ("gemini", "-p", "{brief}", "--yolo"),
+}
+SCRIPT_PREFIX: Final = "script:"
+MODEL_READY_TIMEOUT: Final = 30
+# The engine step inside its own network namespace with only loopback up; with a model server, that first,
+# until it accepts connections on its port (bash's /dev/tcp), its output in a log beside the run's record.
+_OFFLINE: Final = """\
+ip link set lo up 2>/dev/null
+if [ -n "${HARNESS_EVAL_MODEL_SERVER:-}" ]; then
+  bash -c "$HARNESS_EVAL_MODEL_SERVER" >"$HARNESS_EVAL_MODEL_LOG" 2>&1 </dev/null &
+  for _ in $(seq $((HARNESS_EVAL_MODEL_WAIT * 20))); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$HARNESS_EVAL_MODEL_PORT") 2>/dev/null && break
+    sleep 0.05
+  done
+fi
+exec "$@"
+"""
+OFFLINE_WRAPPER: Final = ("unshare", "-n", "--", "bash", "-c", _OFFLINE, "engine")
+
+
+class EvalError(Exception):
+    """Input that cannot be evaluated: a family without its files, an unknown engine, a used --out."""
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    root: Path
+    brief: str
+
+
+@dataclass(frozen=True)
+class Engine:
+    """How one engine is run: `name` as reports show it, the argv (with "{brief}" for the task), and
+    whether the brief also comes on stdin (a script engine reads it there)."""
+
+    name: str
+    argv: tuple[str, ...]
+    brief_on_stdin: bool
+
+    def command(self, brief: str) -> list[str]:
+        return [brief if word == "{brief}" else word for word in self.argv]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One process of a run: its exit status (None when it timed out or could not start)."""
+
+    exit: int | None
+    seconds: float
+    stdout: str
+    stderr: str
+    error: str | None = None
+
+    def event(self, kind: str) -> dict[str, object]:
+        return {
+            "type": kind,
+            "exit": self.exit,
+            "seconds": round(self.seconds, 3),
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "error": self.error,
+        }
+
+
+def load_family(path: Path) -> Family:
+    root = path.resolve()
+    if not root.is_dir():
+        raise EvalError(f"no task family at {path} (a directory with {BRIEF}, {SETUP} and {JUDGE})")
+    for name in (SETUP, JUDGE):
+        if not os.access(root / name, os.X_OK) or not (root / name).is_file():
+            raise EvalError(f"task family {path} has no executable `{name}` script")
+    try:
+        data = (root / BRIEF).read_bytes()
+    except OSError as error:
+        raise EvalError(f"task family {path} has no readable {BRIEF}: {error.strerror}") from None
+    if len(data) > MAX_BRIEF_BYTES:
+        raise EvalError(f"{root / BRIEF} is larger than {MAX_BRIEF_BYTES} bytes")
+    return Family(root.name, root, data.decode("utf-8", errors="replace"))
+
+
+def engine(spec: str) -> Engine:
+    """The Engine an --engines entry names: claude, codex, gemini or script:PATH."""
+    name, _, binary = spec.partition("=")
+    if name in ADAPTERS:
+        argv = ADAPTERS[name]
+        return Engine(name, (binary, *argv[1:]) if binary else argv, brief_on_stdin=False)
+    if spec.startswith(SCRIPT_PREFIX):
+        script = Path(spec[len(SCRIPT_PREFIX) :]).resolve()
+        if not (script.is_file() and os.access(script, os.X_OK)):
+            raise EvalError(f"{spec}: not an executable script")
+        return Engine(f"{SCRIPT_PREFIX}{script.stem}", (str(script),), brief_on_stdin=True)
+    raise EvalError(f"unknown engine {spec!r}; one of {', '.join(ADAPTERS)} (=BIN) or {SCRIPT_PREFIX}PATH")
+
+
+def slug(name: str) -> str:
+    return _SLUG.sub("-", name).strip("-") or "engine"
+
+
+def run_step(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin: bytes, timeout: float) -> Step:
+    """Run one process in its own process group. The group is killed at the timeout, and when the process
+    ends, so nothing it started in the background (a model server, a stray child) outlives the step. Its
+    output goes to files, of which the step keeps the tails: an engine that prints without end costs disk,
+    not memory, and a background child holding the output open cannot stall the step."""
+    started = time.monotonic()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as given:
+        given.write(stdin)
+        given.seek(0)
+        try:
+            process = subprocess.Popen(
+                list(argv),
+                cwd=cwd,
+                env=dict(env),
+                stdin=given,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+            )
+        except OSError as error:
+            return Step(None, time.monotonic() - started, "", "", f"cannot start {argv[0]}: {error.strerror}")
+        try:
+            status: int | None = process.wait(timeout=timeout)
+            problem = None
+        except subprocess.TimeoutExpired:
+            _end_group(process.pid)
+            process.wait()
+            status, problem = None, f"timed out after {timeout:g} s"
+        _end_group(process.pid)
+        return Step(status, time.monotonic() - started, _tail(out), _tail(err), problem)
+
+
+def _tail(handle: IO[bytes]) -> str:
+    size = handle.seek(0, os.SEEK_END)
+    handle.seek(max(0, size - KEPT_OUTPUT))
+    return handle.read().decode("utf-8", errors="replace")
+
+
+def _end_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def turns(stdout: str) -> int | None:
+    """The turns an engine reported: the last JSON object line of its output with `num_turns` (claude -p
+    --output-format json) or `turns` (script engines)."""
+    for line in reversed(stdout.strip().splitlines()):
+        value = parse_json(line.strip(), max_bytes=KEPT_OUTPUT) if line.strip().startswith("{") else None
+        if isinstance(value, dict):
+            for key in ("num_turns", "turns"):
+                if isinstance(value.get(key), int) and not isinstance(value.get(key), bool):
+                    return int(value[key])
+    return None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What `harness eval run` runs, and how."""
+
+    families: tuple[Family, ...]
+    engines: tuple[Engine, ...]
+    runs: int
+    out: Path
+    engine_timeout: float
+    offline: bool
+    model_server: str | None = None
+    model_port: int = 8765
+
+
+def make_plan(
+    family_dirs: Sequence[Path],
+    specs: Sequence[str],
+    *,
+    runs: int,
+    out: Path,
+    engine_timeout: float,
+    offline: bool,
+    model_server: str | None = None,
+    model_port: int = 8765,
+) -> Plan:
+    if runs < 1:
+        raise EvalError("--runs must be at least 1")
+    if model_server is not None and not offline:
+        raise EvalError("--model-server runs inside the private network namespace: add --offline")
+    if not 0 < model_port < 65536:
+        raise EvalError("--model-port must be a TCP port")
+    if engine_timeout <= 0:
+        raise EvalError("--timeout must be positive")
+    families = tuple(load_family(path) for path in family_dirs)
+    if not families:
+        raise EvalError("name at least one task family")
+    names = [family.name for family in families]
+    if len(set(names)) != len(names):
+        raise EvalError(f"task families need distinct directory names: {', '.join(names)}")
+    engines = tuple(engine(spec) for spec in specs)
+    if not engines:
+        raise EvalError("name at least one engine with --engines")
+    if len({slug(e.name) for e in engines}) != len(engines):
+        raise EvalError("engines need distinct names")
+    if (out / RUNS_DIR).exists():
+        raise EvalError(f"{out} already holds an eval; give a new --out")
+    return Plan(families, engines, runs, out.resolve(), engine_timeout, offline, model_server, model_port)
+
+
+class _Trace:
+    """The trace of one run, as trace-v1 lines, redacted; written whole at the end of the run."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        self.redactor = redactor
+        self.lines: list[bytes] = []
+
+    def emit(self, event: Mapping[str, object]) -> None:
+        redacted = self.redactor.value(dict(event))
+        assert isinstance(redacted, dict)
+        self.lines.append(encode_line("orchestrator", len(self.lines) + 1, redacted))
+
+    def write(self, directory: Path) -> None:
+        directory.mkdir(mode=0o700, parents=True)
+        path = directory / file_name(1)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(b"".join(self.lines))
+
+
+def run_one(plan: Plan, family: Family, which: Engine, index: int, redactor: Redactor) -> dict[str, object]:
+    """One run of `family` by `which` in a fresh working copy; returns (and writes) its record."""
+    base = plan.out / RUNS_DIR / family.name / slug(which.name)
+    trace = _Trace(redactor)
+    workdir = Path(tempfile.mkdtemp(prefix=f"harness-eval-{family.name}-"))
+    base.mkdir(parents=True, exist_ok=True)
+    model_log = base / f"{index}.model.log"
+    env = {
+        **os.environ,
+        "HARNESS_EVAL_FAMILY": str(family.root),
+        "HARNESS_EVAL_RUN": str(index),
+        "HARNESS_EVAL_ENGINE": which.name,
+    }
+    if plan.model_server is not None:
+        env |= {
+            "HARNESS_EVAL_MODEL_SERVER": plan.model_server,
+            "HARNESS_EVAL_MODEL_PORT": str(plan.model_port),
+            "HARNESS_EVAL_MODEL_LOG": str(model_log),
+            "HARNESS_EVAL_MODEL_WAIT": str(MODEL_READY_TIMEOUT),
+        }
+    trace.emit({"type": "run_start", "family": family.name, "engine": which.name, "run": index})
+    try:
+        setup = run_step([str(family.root / SETUP)], workdir, env, b"", SETUP_TIMEOUT)
+        trace.emit(setup.event("setup"))
+        engine_step = judge = None
+        if setup.exit == 0:
+            argv = which.command(family.brief)
+            if plan.offline:
+                argv = [*OFFLINE_WRAPPER, *argv]
+            stdin = family.brief.encode() if which.brief_on_stdin else b""
+            engine_step = run_step(argv, workdir, env, stdin, plan.engine_timeout)
+            event = engine_step.event("engine")
+            if model_log.exists():
+                with open(model_log, "rb") as log:
+                    event["modelLog"] = _tail(log)
+            trace.emit(event)
+            if engine_step.exit is not None:
+                judge = run_step([str(family.root / JUDGE)], workdir, env, b"", JUDGE_TIMEOUT)
+                trace.emit(judge.event("judge"))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    status, reason = _verdict(setup, engine_step, judge)
+    record: dict[str, object] = {
+        "family": family.name,
+        "engine": which.name,
+        "run": index,
+        "status": status,
+        "reason": reason,
+        "seconds": round(engine_step.seconds, 3) if engine_step else 0.0,
+        "turns": turns(engine_step.stdout) if engine_step else None,
+        "setupExit": setup.exit,
+        "engineExit": engine_step.exit if engine_step else None,
+        "judgeExit": judge.exit if judge else None,
+        "trace": str(base / f"{index}.trace"),
+    }
+    trace.emit({"type": "summary", **{key: record[key] for key in ("status", "reason", "seconds", "turns")}})
+    trace.write(base / f"{index}.trace")
+    path = base / f"{index}.json"
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    temporary.rename(path)
+    return record
+
+
+def _verdict(setup: Step, engine_step: Step | None, judge: Step | None) -> tuple[str, str]:
+    """`passed` or `failed` (the engine's result, judged), or `error` when the run never got to be judged
+    fairly (its setup failed, the engine could not start): errors do not count as runs in pass@k."""
+    if setup.exit != 0:
+        return "error", f"setup failed ({setup.error or f'exit {setup.exit}'})"
+    assert engine_step is not None
+    if engine_step.exit is None:
+        if engine_step.error and engine_step.error.startswith("cannot start"):
+            return "error", engine_step.error
+        return "failed", f"engine {engine_step.error}"
+    if judge is None or judge.exit is None:
+        return "error", f"judge {judge.error if judge else 'did not run'}"
+    return ("passed", "judge exit 0") if judge.exit == 0 else ("failed", f"judge exit {judge.exit}")
+
+
+def run_eval(
+    plan: Plan, redactor: Redactor, progress: Callable[[dict[str, object]], None]
+) -> list[dict[str, object]]:
+    """Every run of the plan, family by family, engine by engine; `progress` sees each record."""
+    (plan.out / RUNS_DIR).mkdir(parents=True)
+    records = []
+    for family in plan.families:
+        for which in plan.engines:
+            for index in range(plan.runs):
+                record = run_one(plan, family, which, index, redactor)
+                progress(record)
+                records.append(record)
+    return records
+
+
+def read_records(out: Path) -> Iterator[dict[str, object]]:
+    """The run records under OUT/runs; a record that is not one is an EvalError naming the file."""
+    runs = out / RUNS_DIR
+    if not runs.is_dir():
+        raise EvalError(f"no eval at {out} (no {RUNS_DIR}/ directory)")
+    for path in sorted(runs.glob("*/*/*.json")):
+        value = parse_json(path.read_bytes(), max_bytes=MAX_RECORD_BYTES)
+        if isinstance(value, JsonRefused) or not isinstance(value, dict):
+            raise EvalError(f"{path} is not a run record")
+        yield value
+
+
+def _outcome(record: Mapping[str, object], path_hint: str) -> RunOutcome:
+    seconds, count = record.get("seconds"), record.get("turns")
+    if not isinstance(seconds, int | float) or not (count is None or isinstance(count, int)):
+        raise EvalError(f"run record {path_hint} has no numeric seconds/turns")
+    return RunOutcome(record.get("status") == "passed", float(seconds), count)
+
+
+def report(out: Path, ks: Sequence[int] | None = None) -> dict[str, object]:
+    """Per family and engine: pass@1 and pass@k (unbiased, exact), the Wilson interval of pass@1, mean
+    time and turns, and the traces of the failing runs."""
+    groups: dict[tuple[str, str], list[dict[str, object]]] = {}
+    for record in read_records(out):
+        groups.setdefault((str(record.get("family")), str(record.get("engine"))), []).append(record)
+    rows: list[dict[str, object]] = []
+    for (family, engine_name), records in sorted(groups.items()):
+        judged = [r for r in records if r.get("status") in ("passed", "failed")]
+        row: dict[str, object] = {
+            "family": family,
+            "engine": engine_name,
+            "n": len(judged),
+            "passed": sum(r.get("status") == "passed" for r in judged),
+            "errors": len(records) - len(judged),
+            "failingTraces": [r.get("trace") for r in records if r.get("status") != "passed"],
+        }
+        if judged:
+            where = f"{family}/{engine_name}"
+            summary = summarize([_outcome(r, where) for r in judged], ks)
+            row["passAtK"] = {
+                str(k): {"value": float(value), "exact": str(value)} for k, value in summary.pass_at.items()
+            }
+            row["pass1Interval"] = [round(bound, 4) for bound in summary.pass1_interval]
+            row["meanSeconds"] = round(summary.mean_seconds, 3)
+            row["meanTurns"] = summary.mean_turns
+        rows.append(row)
+    return {"out": str(out), "groups": rows}
