@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 from typer._click.exceptions import ClickException, NoArgsIsHelpError
 
-from harness.cli import agent, output, trace
+from harness.cli import agent, output, session, trace
 from harness.cli.commands import (
     BOARD_SPECS,
     COMMANDS,
@@ -52,6 +52,7 @@ app.add_typer(pair_app, name="pair", help=TOP["pair"])
 app.add_typer(relay_app, name="relay", help=TOP["relay"])
 app.add_typer(agent.app, name="agent", help=TOP["agent"])
 app.add_typer(trace.trace_app, name="trace")
+app.add_typer(session.session_app, name="session", help=TOP["session"])
 
 START_TIMEOUT = 15.0
 STOP_TIMEOUT = 30.0

@@ -64,6 +64,7 @@ class Mode(enum.StrEnum):
     FACILITATE = "facilitate"
     DISCUSS = "discuss"
     JUDGE = "judge"
+    RUN = "run"
 
 
 class Role(enum.StrEnum):
@@ -74,6 +75,7 @@ class Role(enum.StrEnum):
     DISCUSS_LEAD = "discuss_lead"
     DISCUSS_AGENT = "discuss_agent"
     JUDGE = "judge"
+    RUNNER = "runner"
 
 
 class Tool(enum.StrEnum):
@@ -484,6 +486,7 @@ MODES: Mapping[Mode, tuple[Role, Role | None, Participants]] = {
     Mode.FACILITATE: (R.FACILITATOR, R.FACILITATED_AGENT, Participants.MANY),
     Mode.DISCUSS: (R.DISCUSS_LEAD, R.DISCUSS_AGENT, Participants.MANY),
     Mode.JUDGE: (R.JUDGE, None, Participants.NONE),
+    Mode.RUN: (R.RUNNER, None, Participants.NONE),
 }
 
 # The seed's tool surface, by role. A tool outside a role's set is `unauthorized` for that role.
@@ -497,6 +500,7 @@ ROLE_TOOLS: Mapping[Role, frozenset[Tool]] = {
         {T.ASK, T.ANSWER, T.ANNOUNCE, T.ROLL_CALL, T.REQUEST_FOR_COMMENT, T.ACKNOWLEDGE}
     ),
     R.JUDGE: frozenset({T.CONCLUDE}),
+    R.RUNNER: frozenset({T.CONCLUDE}),
 }
 
 # What each session state admits, and the state an admitted command leads to. `tick` and `turn_started` may
@@ -899,7 +903,6 @@ def _tick(session: Session, command: Tick, limits: SessionLimits) -> SessionOutc
             session = replace(session, violations=(*session.violations, ask.id))
             effects += [
                 ProtocolViolation(ask.to, ask.id),
-                ReleaseAsker(ask.id),
                 _trace(
                     TraceKind.PROTOCOL_VIOLATION,
                     session=session.id,
@@ -908,6 +911,7 @@ def _tick(session: Session, command: Tick, limits: SessionLimits) -> SessionOutc
                     asker=ask.asker,
                     reason=NO_ANSWER,
                 ),
+                ReleaseAsker(ask.id),  # after the violation is traced: the trace reads in the seed's order
             ]
     reminding = [ask for ask in due if ask.reminded_at is None]
     if len(session.reminders) + len(reminding) > limits.reminders:

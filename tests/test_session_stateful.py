@@ -38,6 +38,7 @@ ROSTERS = {
     s.Mode.FACILITATE: ("lead", ("p1", "p2", "p3")),
     s.Mode.DISCUSS: ("lead", ("p1", "p2")),
     s.Mode.JUDGE: ("lead", ()),
+    s.Mode.RUN: ("lead", ()),
 }
 NAMES = ["lead", "p1", "p2", "p3", "stranger"]
 ACTORS = st.sampled_from(NAMES)
@@ -56,6 +57,8 @@ SEED_TABLE: dict[s.Role, tuple[bool, ...]] = {
     s.Role.DISCUSS_LEAD: (Y, Y, Y, Y, False, False, Y, Y, Y),
     s.Role.DISCUSS_AGENT: (Y, Y, Y, Y, False, Y, False, False, Y),
     s.Role.JUDGE: (False, False, False, False, Y, False, False, False, False),
+    # Not in the seed's table: `run` is one-shot there; harness gives its one agent only Conclude, as a judge.
+    s.Role.RUNNER: (False, False, False, False, Y, False, False, False, False),
 }
 SEED_TOOLS = (
     s.Tool.ASK,

@@ -1,0 +1,283 @@
+# `harness session`: run a coordination session (spec/session-v1.md) of engines in tmux, in the foreground,
+# as a client of the running daemon (io/session_runner.py), and read or stop one from another shell. Each
+# NAME=ENGINE is an agent this machine has registered under that name (`harness agent start|attach`), or one
+# this command starts with `harness agent start` when its engine is an installed one (claude, codex, gemini,
+# grok); a scripted or shell agent runs a program only its owner can name, so it is started beforehand.
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+import sys
+from functools import partial
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from harness.cli import output
+from harness.cli.agent import ENGINE_COMMANDS
+from harness.cli.commands import Options, fail, show, usage
+from harness.core import session as s
+from harness.core.errors import Rejected
+from harness.core.limits import DEFAULT_LIMITS
+from harness.core.records import ID_PATTERN
+from harness.io import home as homes
+from harness.io import session_runner as runner
+
+session_app = typer.Typer(help="Coordination sessions: run, status, stop.", no_args_is_help=True)
+
+SESSION_ID_CHARS = 48  # room for the suffixes of the session's own question ids within the ledger's 128
+# The orchestrator's words around the brief in the lead's introduction fit in what is left of a question.
+BRIEF_CHARS = DEFAULT_LIMITS.question_chars - 2_000
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document (errors too).")]
+HomeOpt = Annotated[
+    str | None, typer.Option("--home", help="Data directory (default $HARNESS_HOME, else per user).")
+]
+SocketOpt = Annotated[
+    str | None,
+    typer.Option("--daemon-socket", help="Another local daemon's socket (default: from daemon.json)."),
+]
+SessionArg = Annotated[str, typer.Argument(metavar="SESSION_ID", help="The session's id.")]
+
+
+def _opts(json_out: bool, home: str | None, socket: str | None) -> Options:
+    return Options().merge(json_out, home, socket, None)
+
+
+def _seat_spec(opts: Options, option: str, value: str) -> tuple[str, str]:
+    from harness.io.profiles import ENGINES
+
+    name, _, engine = value.partition("=")
+    if not name or not engine:
+        usage(opts, f"{option} takes NAME=ENGINE, not {value!r}")
+    if not ID_PATTERN.fullmatch(name) or name == runner.ORCHESTRATOR_NAME:
+        usage(opts, f"{option} {value!r}: a name is letters, digits, '.', '_', ':' or '-', and not 'session'")
+    if engine not in ENGINES:
+        usage(opts, f"{option} {value!r}: unknown engine {engine!r}; one of {', '.join(ENGINES)}")
+    return name, engine
+
+
+def _brief(opts: Options, path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        usage(opts, f"cannot read the brief {path}: {error}")
+    if not text.strip():
+        usage(opts, f"the brief {path} is empty")
+    if len(text) > BRIEF_CHARS:
+        fail(
+            opts,
+            output.USAGE,
+            "bound_exceeded",
+            f"the brief has {len(text)} characters; at most {BRIEF_CHARS} (the lead gets it as one notice)",
+        )
+    return text.strip()
+
+
+def _seat(opts: Options, call: Any, name: str, engine: str) -> tuple[runner.Seat, dict[str, Any]]:
+    """The registered agent of this name, or one `harness agent start` starts for an installed engine."""
+    from harness.io.client import RemoteError
+
+    try:
+        entry = call("agent_show", {"agentId": name})
+    except RemoteError as error:
+        if error.code != "not_found":
+            fail(opts, output.PROTOCOL_ERROR, error.code, error.detail)
+        entry = _start_agent(opts, name, engine)
+    if entry.get("engine") != engine:
+        usage(opts, f"agent {name!r} is registered with engine {entry.get('engine')!r}, not {engine!r}")
+    return runner.Seat(name, str(entry["agentId"])), entry
+
+
+def _start_agent(opts: Options, name: str, engine: str) -> dict[str, Any]:
+    if engine not in ENGINE_COMMANDS:
+        usage(
+            opts,
+            f"no agent {name!r} is registered; start it first: harness agent start --engine {engine} "
+            f"--name {name} -- PROGRAM",
+        )
+    argv = [sys.executable, "-m", "harness.cli.main", "agent", "start", "--engine", engine, "--name", name]
+    argv += ["--json", *(["--home", opts.home] if opts.home else [])]
+    argv += ["--daemon-socket", opts.socket] if opts.socket else []
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    try:
+        result = json.loads(done.stdout)
+    except ValueError:
+        result = {"error": "unavailable", "detail": (done.stderr or done.stdout).strip()[-500:]}
+    if done.returncode != 0 or not isinstance(result, dict):
+        fail(opts, output.PROTOCOL_ERROR, str(result.get("error")), f"agent {name}: {result.get('detail')}")
+    return result
+
+
+@session_app.command("run")
+def run_session(
+    *,
+    mode: Annotated[str, typer.Option("--mode", help="supervise, facilitate, discuss, run or judge.")],
+    lead: Annotated[str, typer.Option("--lead", help="NAME=ENGINE: the agent that leads.")],
+    agent: Annotated[
+        list[str] | None, typer.Option("--agent", help="NAME=ENGINE: a participant (repeatable).")
+    ] = None,
+    brief: Annotated[Path, typer.Option("--brief", help="A text file: the lead's brief.")],
+    session_id: Annotated[
+        str | None, typer.Option("--id", help="The session's id, also its team's (default: drawn).")
+    ] = None,
+    reminder_after: Annotated[
+        float, typer.Option("--reminder-after", help="Seconds an ask is owed before its one reminder.")
+    ] = s.DEFAULT_SESSION_LIMITS.reminder_after_ms / 1000,
+    violation_after: Annotated[
+        float,
+        typer.Option("--violation-after", help="Seconds after the reminder until a protocol violation."),
+    ] = s.DEFAULT_SESSION_LIMITS.violation_after_ms / 1000,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    daemon_socket: SocketOpt = None,
+) -> None:
+    """Start (or attach) the engines, form a team, introduce each with its role's tools, give the lead the
+    brief, and run the session here until it ends; exit 0 when it concluded, 1 when it stopped."""
+    import trio
+
+    from harness.io.client import Client, ClientError, locate_socket
+
+    opts = _opts(json_out, home, daemon_socket)
+    if mode not in tuple(s.Mode):
+        usage(opts, f"unknown mode {mode!r}; one of {', '.join(s.Mode)}")
+    sid = session_id or f"s-{secrets.token_hex(4)}"
+    if not ID_PATTERN.fullmatch(sid) or len(sid) > SESSION_ID_CHARS:
+        usage(opts, f"--id {sid!r}: at most {SESSION_ID_CHARS} letters, digits, '.', '_', ':' or '-'")
+    specs = [_seat_spec(opts, "--lead", lead), *(_seat_spec(opts, "--agent", a) for a in agent or [])]
+    for seconds, option in ((reminder_after, "--reminder-after"), (violation_after, "--violation-after")):
+        if not 0 < seconds <= 24 * 3600:
+            usage(opts, f"{option} is more than 0 and at most a day of seconds")
+    names = [name for name, _ in specs]
+    # The session's own checks (participants per mode, bounds) before any engine is started for it.
+    formed = s.step(None, s.Start(0, sid, s.Mode(mode), names[0], tuple(names[1:])))
+    if isinstance(formed, Rejected):
+        usage(opts, formed.detail)
+    text = _brief(opts, brief)
+    home_dir = homes.resolve_home(opts.home)
+    token = homes.read_owner_token(home_dir)
+    try:
+        socket_path, _ = locate_socket(home_dir, opts.socket)
+        with Client(socket_path) as client:
+            capabilities = client.check_compatible()
+
+            def call(action: str, fields: dict[str, Any]) -> Any:
+                team = None if action in ("create", "agent_show") else sid
+                return client.request(action, team_id=team, owner_token=token, fields=fields)
+
+            seats, entries = zip(*(_seat(opts, call, name, engine) for name, engine in specs), strict=True)
+            panes = {seat.name: entry["tmux"] for seat, entry in zip(seats, entries, strict=True)}
+            limits = s.SessionLimits(
+                reminder_after_ms=round(reminder_after * 1000),
+                violation_after_ms=round(violation_after * 1000),
+            )
+            plan = runner.SessionPlan(
+                sid, s.Mode(mode), seats[0], tuple(seats[1:]), text, str(capabilities["machineId"]), limits
+            )
+            ended = trio.run(_run, plan, home_dir, call, panes)
+    except ClientError as error:
+        fail(opts, output.UNREACHABLE, "unavailable", error.detail)
+    except runner.SessionError as error:
+        fail(opts, output.PROTOCOL_ERROR, "bad_request", str(error))
+    view = runner.read_status(home_dir, sid) or {}
+    show(opts, view, _show_status)
+    raise SystemExit(output.OK if ended.termination is s.Termination.CONCLUDED else output.PROTOCOL_ERROR)
+
+
+async def _run(
+    plan: runner.SessionPlan, home: Path, call: Any, panes: dict[str, dict[str, str]]
+) -> s.Session:
+    import trio
+
+    from harness.io.profiles import is_plain_shell
+    from harness.io.redaction_env import from_environment
+    from harness.io.tmux import pane_foreground
+    from harness.io.trace import TraceLocked, TraceWriter, session_trace_dir
+
+    async def owner_call(action: str, fields: dict[str, Any]) -> Any:
+        return await trio.to_thread.run_sync(partial(call, action, fields))
+
+    async def alive(name: str) -> bool:
+        """An engine that exited leaves a dead pane, no pane, or (in an attached pane) its shell."""
+        command = await pane_foreground(panes[name]["socket"], panes[name]["target"])
+        return command is not None and not is_plain_shell(command)
+
+    redactor = from_environment(home)
+    try:
+        writer = await TraceWriter.open(session_trace_dir(home, plan.session_id), redactor)
+    except TraceLocked as error:
+        raise runner.SessionError(f"session {plan.session_id} is running already ({error})") from None
+    try:
+        return await runner.SessionRunner(
+            plan, home, owner_call, writer, alive=alive, redactor=redactor
+        ).run()
+    finally:
+        await writer.aclose()
+
+
+def _show_status(view: dict[str, Any], look: output.Look) -> None:
+    ended = f"{view['termination']} ({view['reason']})" if view.get("termination") else "running"
+    output.say(f"session {view['sessionId']} ({view['mode']}, led by {view['lead']}): {ended}", look)
+    for ask in view["asks"]:
+        why = f" ({ask['reason']})" if ask.get("reason") else ""
+        output.say(f"  ask {ask['id']}: {ask['asker']} -> {ask['to']}: {ask['state']}{why}", look)
+    output.say(f"  reminders {len(view['reminders'])}, violations {', '.join(view['violations']) or 'none'}")
+    if view.get("summary"):
+        output.say(f"  summary: {view['summary']}", look)
+    output.say(f"  trace: {view['trace']}", look)
+
+
+def _show_sessions(listed: dict[str, Any], look: output.Look) -> None:
+    for view in listed["sessions"]:
+        _show_status(view, look)
+    if not listed["sessions"]:
+        output.say("no sessions", look)
+
+
+@session_app.command("status")
+def status(
+    session_id: Annotated[str | None, typer.Argument(metavar="[SESSION_ID]", help="One session.")] = None,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+) -> None:
+    """A session's state, asks, reminders and violations as its runner last wrote them; without an id, every
+    session of the data directory."""
+    opts = _opts(json_out, home, None)
+    home_dir = homes.resolve_home(opts.home)
+    if session_id is None:
+        views = [runner.read_status(home_dir, sid) for sid in runner.sessions(home_dir)]
+        listed = {"sessions": [_alive(v) for v in views if v is not None]}
+        show(opts, listed, _show_sessions)
+        return
+    show(opts, _alive(_status(opts, home_dir, session_id)), _show_status)
+
+
+def _status(opts: Options, home: Path, session_id: str) -> dict[str, Any]:
+    if not ID_PATTERN.fullmatch(session_id):
+        usage(opts, f"not a session id: {session_id!r}")
+    view = runner.read_status(home, session_id)
+    if view is None:
+        fail(opts, output.PROTOCOL_ERROR, "not_found", f"no session {session_id!r} in {home}")
+    return view
+
+
+def _alive(view: dict[str, Any]) -> dict[str, Any]:
+    """A running session whose runner is gone says so (it ended without its summary)."""
+    pid = view.get("pid")
+    gone = view.get("state") == "running" and not (isinstance(pid, int) and homes.pid_alive(pid))
+    return {**view, "runnerGone": gone}
+
+
+@session_app.command("stop")
+def stop(session_id: SessionArg, json_out: JsonOpt = False, home: HomeOpt = None) -> None:
+    """Stop a running session (abort): its runner cancels every ask in flight with the reason and ends it
+    `stopped`."""
+    opts = _opts(json_out, home, None)
+    home_dir = homes.resolve_home(opts.home)
+    view = _alive(_status(opts, home_dir, session_id))
+    if view["state"] != "running" or view["runnerGone"]:
+        fail(opts, output.PROTOCOL_ERROR, "conflict", f"session {session_id!r} is not running")
+    runner.request_stop(home_dir, session_id)
+    show(opts, {"sessionId": session_id, "stopRequested": True}, output.show_mapping)

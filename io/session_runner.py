@@ -1,0 +1,473 @@
+# A coordination session run beside the daemon, as its client (issue 21, spec/session-v1.md): the session's
+# tools are team operations its engines already run (`team ask`, `team reply`, `team wait`), so the team
+# ledger stays the transport and the authority, and this runner only watches it. It forms a team of the lead,
+# the participants and one orchestrator member of its own (`session`, no terminal: its notices are the
+# session's introductions, the brief and the reminders, each a question the desk delivers like any other),
+# feeds what the ledger shows into core/session.py's reducer, and applies the reducer's effects with the
+# owner token: a reminder is a question from `session`, a release or a cancel is an owner cancel. Every
+# orchestrator event, and the ledger steps of the session's asks, go to the session's own trace.
+#
+# The ledger has no "end expired with a reason" (core/team.py: Cancel and Tick carry no reason), so a
+# released asker's question ends `cancelled` in the ledger while the trace says `no_answer`; see
+# spec/session-v1.md, "Left open".
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+import trio
+
+from harness.core import session as s
+from harness.core.outcome import Accepted
+from harness.core.redaction import Redactor
+from harness.io import home as homes
+from harness.io.client import ClientError, RemoteError
+from harness.io.trace import LEDGER, ORCHESTRATOR, TraceWriter, wall_clock_ms
+
+SESSIONS_DIR: Final = "sessions"
+STATUS_FILE: Final = "status.json"
+STOP_FILE: Final = "stop"
+ORCHESTRATOR_NAME: Final = "session"  # the member whose questions are the session's own notices
+BRIEF_TTL_MS: Final = 24 * 3_600_000  # the ledger's longest question: the brief stays open for the session
+NOTICE_TTL_MS: Final = 3_600_000
+LOOK_EVERY_MS: Final = 2_000  # how often the engines' panes are looked at (a tmux call each)
+
+# How each tool is used from a terminal, in the words of the team commands an introduction taught. A tool of
+# the role that is missing here has no command yet and is not offered (spec/session-v1.md, "Left open").
+TOOL_USAGE: Final[Mapping[s.Tool, str]] = {
+    s.Tool.ASK: 'Ask: `ask NAME "QUESTION" --id ID` returns at once; `wait ID` waits for its answer',
+    s.Tool.ANSWER: 'Answer: `reply ID "ANSWER"`, always naming the question id you answer',
+    s.Tool.ROLL_CALL: "RollCall: `members` and `status` show who is here and what is owed",
+    s.Tool.CONCLUDE: "Conclude: reply to question {brief} with your summary; it ends the session",
+    s.Tool.ADJOURN: "Adjourn: reply to question {brief} with your summary; it ends the session",
+}
+
+
+class SessionError(Exception):
+    """The session could not be formed (its team, agents or trace); nothing was left running by it."""
+
+
+def session_dir(home: Path, session_id: str) -> Path:
+    return home / SESSIONS_DIR / session_id
+
+
+@attrs.frozen
+class Seat:
+    name: str  # the member's name and id in the session's team
+    agent_id: str  # the registered agent whose pane the member's notices go to
+
+
+@attrs.frozen
+class SessionPlan:
+    session_id: str  # also the team's id
+    mode: s.Mode
+    lead: Seat
+    participants: tuple[Seat, ...]
+    brief: str
+    machine_id: str
+    limits: s.SessionLimits = s.DEFAULT_SESSION_LIMITS
+
+    @property
+    def brief_id(self) -> str:
+        return f"{self.session_id}.brief"
+
+    def seats(self) -> tuple[Seat, ...]:
+        return (self.lead, *self.participants)
+
+
+# An owner request to the daemon: (action, fields) -> result; raises harness.io.client.ClientError.
+OwnerCall = Callable[[str, dict[str, Any]], Awaitable[Any]]
+
+
+@attrs.define
+class _Seen:
+    """What of one ledger exchange was already fed to the session and traced."""
+
+    answered: bool = False
+    ended: bool = False
+
+
+class SessionRunner:
+    """Runs one session to its end: `start`, then `round` until it ends, then `finish` (or `run` for all).
+    All calls in one trio run; `call` talks to the daemon as the owner."""
+
+    def __init__(
+        self,
+        plan: SessionPlan,
+        home: Path,
+        call: OwnerCall,
+        trace: TraceWriter,
+        *,
+        alive: Callable[[str], Awaitable[bool]],
+        redactor: Redactor,
+        clock: Callable[[], int] = wall_clock_ms,
+        poll_seconds: float = 0.25,
+    ) -> None:
+        self.plan = plan
+        self.home = home
+        self._call = call
+        self._trace = trace
+        self._clock = clock
+        self._poll = poll_seconds
+        self._alive = alive  # member name -> whether its engine still runs in its pane
+        self._redactor = redactor  # the status is the session's output too: a conclusion may quote a secret
+        self._next_look = 0
+        self.session: s.Session | None = None
+        self._seen: dict[str, _Seen] = {}
+        self._notices: list[str] = []  # the orchestrator's own questions, cancelled when the session ends
+        self._reminder_of: dict[str, str] = {}  # session question id -> its reminder's question id
+        self._end_reasons: dict[str, str] = {}  # question id -> why this runner ended it
+
+    @property
+    def directory(self) -> Path:
+        return session_dir(self.home, self.plan.session_id)
+
+    async def run(self) -> s.Session:
+        """Form the session (unless `start` did), drive it until it ends, and return it ended."""
+        session = self.session or await self.start()
+        try:
+            while session.state is s.SessionState.RUNNING:
+                await trio.sleep(self._poll)
+                session = await self.round()
+            await self.finish()
+        except ClientError as error:  # the daemon went away: nothing more can be applied to the ledger
+            outcome = s.step(
+                self._current(), s.Abort(self._clock(), f"daemon: {error.detail}"), self.plan.limits
+            )
+            if isinstance(outcome, Accepted):  # refused only when the session had ended already
+                self.session = outcome.state
+                for effect in outcome.effects:
+                    if isinstance(effect, s.TraceEvent):
+                        self._trace.emit(ORCHESTRATOR, trace_event(effect))
+            await self._settle()
+        return self._current()
+
+    async def round(self) -> s.Session:
+        """One poll: what the ledger shows, a stop request, the engines' panes, the clock."""
+        await self._observe()
+        if (self.directory / STOP_FILE).exists():
+            await self._step(s.Abort(self._clock(), "stopped by `harness session stop`"))
+        if self._clock() >= self._next_look:
+            self._next_look = self._clock() + LOOK_EVERY_MS
+            for seat in self.plan.seats():
+                if self._current().state is s.SessionState.RUNNING and not await self._alive(seat.name):
+                    await self._step(s.AgentCrashed(self._clock(), seat.name, "its engine's pane is gone"))
+        due = s.next_deadline(self._current(), self.plan.limits)
+        now = self._clock()
+        if due is not None and now >= due:
+            await self._step(s.Tick(now))
+        await self._settle()
+        return self._current()
+
+    async def finish(self) -> None:
+        """After the end: withdraw the session's own notices still open, and trace how its questions ended."""
+        session = self._current()
+        for question_id in self._notices:
+            await self._cancel(question_id, f"session {session.id} {session.termination}")
+        await self._observe()
+        await self._settle()
+
+    def _current(self) -> s.Session:
+        assert self.session is not None
+        return self.session
+
+    # --- forming the session --------------------------------------------------------------------------------
+
+    async def start(self) -> s.Session:
+        """Form the session: its trace's first events, its team, and each member's introduction."""
+        plan = self.plan
+        self.directory.mkdir(parents=True, exist_ok=True, mode=homes.PRIVATE_DIR_MODE)
+        (self.directory / STOP_FILE).unlink(missing_ok=True)
+        start = s.Start(
+            self._clock(),
+            plan.session_id,
+            plan.mode,
+            plan.lead.name,
+            tuple(p.name for p in plan.participants),
+        )
+        outcome = s.step(None, start, plan.limits)
+        if not isinstance(outcome, Accepted):
+            raise SessionError(f"{outcome.code}: {outcome.detail}")
+        self.session = outcome.state
+        members = [
+            {
+                "id": seat.name,
+                "machineId": plan.machine_id,
+                "agentId": seat.agent_id,
+                "name": seat.name,
+                "role": str(outcome.state.members[seat.name].role),
+            }
+            for seat in plan.seats()
+        ]
+        orchestrator = {
+            "id": ORCHESTRATOR_NAME,
+            "machineId": plan.machine_id,
+            "agentId": f"{ORCHESTRATOR_NAME}-{plan.session_id}",
+            "name": ORCHESTRATOR_NAME,
+            "role": f"the {plan.mode} session's orchestrator (harness); it sends briefs and reminders",
+        }
+        await self._call(
+            "create",
+            {
+                "id": plan.session_id,
+                "name": f"session {plan.session_id}",
+                "members": [*members, orchestrator],
+            },
+        )
+        await self._apply(outcome.effects)
+        for seat in plan.seats():
+            await self._notice(
+                seat.name, self._introduction_id(seat), introduction(plan, outcome.state, seat.name)
+            )
+        await self._settle()
+        return outcome.state
+
+    def _introduction_id(self, seat: Seat) -> str:
+        return self.plan.brief_id if seat == self.plan.lead else f"{self.plan.session_id}.intro.{seat.name}"
+
+    async def _notice(self, to: str, question_id: str, text: str) -> None:
+        ttl = BRIEF_TTL_MS if question_id == self.plan.brief_id else NOTICE_TTL_MS
+        fields = {"id": question_id, "to": to, "text": text, "from": ORCHESTRATOR_NAME, "ttlMs": ttl}
+        await self._call("ask", fields)
+        self._notices.append(question_id)
+        self._seen[question_id] = _Seen()
+
+    # --- observing the ledger -------------------------------------------------------------------------------
+
+    async def _observe(self) -> None:
+        team = await self._call("get", {})
+        for exchange in team["exchanges"]:
+            await self._exchange(exchange)
+
+    async def _exchange(self, exchange: dict[str, Any]) -> None:
+        question_id = str(exchange["id"])
+        members = self._current().members
+        seen = self._seen.get(question_id)
+        if seen is None:
+            if exchange["from"] not in members or exchange["to"] not in members:
+                return  # not a session tool call: a person's question, or one to the orchestrator
+            seen = self._seen[question_id] = _Seen()
+            self._ledger(
+                "ask", exchange["createdAt"], question_id, memberId=exchange["from"], to=exchange["to"]
+            )
+            # A supervise pair has one possible target, and its Ask names none (spec section 2).
+            to = None if self.plan.mode is s.Mode.SUPERVISE else exchange["to"]
+            ask = s.Ask(exchange["createdAt"], exchange["from"], question_id, exchange["text"], to)
+            if not await self._step(ask):
+                return
+        answer = exchange.get("answer")
+        if answer is not None and not seen.answered:
+            seen.answered = True
+            self._ledger("reply", answer["at"], question_id, memberId=answer["author"], late=answer["late"])
+            if question_id == self.plan.brief_id:
+                await self._conclude(answer["at"], str(answer["text"]))
+            elif question_id in self._current().asks and not answer["late"]:
+                await self._step(s.Answer(answer["at"], exchange["to"], question_id))
+                await self._step(s.AskAnswered(answer["at"], question_id))
+                await self._end_reminder(question_id)
+        if exchange["state"] != "open" and not seen.ended:
+            seen.ended = True
+            reason = self._end_reasons.get(question_id, str(exchange["state"]))
+            at = exchange.get("endedAt") or self._clock()
+            why = {} if answer is not None else {"reason": reason}  # an answer is its own reason
+            self._ledger("question_ended", at, question_id, state=exchange["state"], **why)
+            if answer is None and question_id in self._current().asks:
+                await self._step(s.AskEnded(at, question_id, reason))
+                await self._end_reminder(question_id)
+
+    async def _conclude(self, at: int, summary: str) -> None:
+        """The lead's reply to its brief is its Conclude (Adjourn in a discuss session)."""
+        lead = self.plan.lead.name
+        limit = self.plan.limits.text_chars
+        command: s.Conclude | s.Adjourn = (
+            s.Adjourn(at, lead, summary[:limit])
+            if self.plan.mode is s.Mode.DISCUSS
+            else s.Conclude(at, lead, summary[:limit])
+        )
+        await self._step(command)
+
+    def _ledger(self, kind: str, at: object, question_id: str, **fields: object) -> None:
+        event = {"type": kind, "teamId": self.plan.session_id, "exchangeId": question_id, **fields}
+        self._trace.emit(LEDGER, {**event, "at": at} if isinstance(at, int) else event)
+
+    # --- the reducer and its effects ------------------------------------------------------------------------
+
+    async def _step(self, command: s.SessionCommand) -> bool:
+        """Apply one command; a refused tool call is traced and its ledger question cancelled. Whether it was
+        accepted."""
+        outcome = s.step(self.session, command, self.plan.limits)
+        if isinstance(outcome, Accepted):
+            self.session = outcome.state
+            await self._apply(outcome.effects)
+            return True
+        if isinstance(command, s.Ask):
+            detail = f"{outcome.code}: {outcome.detail}"
+            self._trace.emit(
+                ORCHESTRATOR,
+                {
+                    "type": "tool_refused",
+                    "tool": "ask",
+                    "exchangeId": command.op,
+                    "memberId": command.actor,
+                    "code": str(outcome.code),
+                    "detail": outcome.detail,
+                },
+            )
+            await self._cancel(command.op, f"refused by session {self.plan.session_id}: {detail}")
+        return False
+
+    async def _apply(self, effects: tuple[object, ...]) -> None:
+        for effect in effects:
+            match effect:
+                case s.TraceEvent():
+                    self._trace.emit(ORCHESTRATOR, trace_event(effect))
+                case s.SubmitReminder(participant=participant, question_id=question_id):
+                    await self._remind(participant, question_id)
+                case s.ReleaseAsker(question_id=question_id, reason=reason):
+                    await self._cancel(question_id, reason)
+                    await self._end_reminder(question_id)
+                    asker = self._current().asks[question_id].asker
+                    released = {"session": self.plan.session_id, "exchangeId": question_id, "reason": reason}
+                    self._trace.emit(ORCHESTRATOR, {"type": "asker_released", **released, "memberId": asker})
+                case s.CancelAsk(question_id=question_id, reason=reason):
+                    await self._cancel(question_id, reason)
+                    await self._end_reminder(question_id)
+                case _:
+                    # OpenAsk and PostAnswer are already in the ledger (the tools are team operations), the
+                    # protocol_violation is traced, and no Announce or thread post reaches this runner.
+                    pass
+
+    async def _remind(self, participant: str, question_id: str) -> None:
+        ask = self._current().asks[question_id]
+        reminder_id = f"{self.plan.session_id}.reminder.{len(self._reminder_of) + 1}"
+        text = (
+            f"Reminder from session {self.plan.session_id}: you owe an answer to question {question_id} from "
+            f'{ask.asker}. Answer it with `reply {question_id} "ANSWER"`; this reminder needs no reply. '
+            "Without an answer the asker is released and a protocol violation is recorded."
+        )
+        self._reminder_of[question_id] = reminder_id
+        await self._notice(participant, reminder_id, text)
+        self._trace.emit(
+            ORCHESTRATOR,
+            {
+                "type": "reminder",
+                "session": self.plan.session_id,
+                "exchangeId": question_id,
+                "memberId": participant,
+                "reminderId": reminder_id,
+            },
+        )
+
+    async def _end_reminder(self, question_id: str) -> None:
+        reminder_id = self._reminder_of.get(question_id)
+        if reminder_id is not None:
+            await self._cancel(reminder_id, f"question {question_id} ended")
+
+    async def _cancel(self, question_id: str, reason: str) -> None:
+        """End an open ledger question as the owner; one already ended stays as it ended."""
+        if question_id in self._end_reasons:
+            return
+        self._end_reasons[question_id] = reason
+        try:
+            await self._call("cancel", {"questionId": question_id})
+        except RemoteError as error:
+            self._end_reasons.pop(question_id)
+            if error.code not in ("conflict", "not_found"):
+                raise
+
+    async def _settle(self) -> None:
+        """Make the trace durable and the status current (what `harness session status` reads)."""
+        await self._trace.flush()
+        view = self._redactor.value(status_view(self._current(), self._trace.directory, os.getpid()))
+        assert isinstance(view, dict)  # redaction keeps an object an object
+        await trio.to_thread.run_sync(homes.write_private_json, self.directory / STATUS_FILE, view)
+
+
+def trace_event(effect: s.TraceEvent) -> dict[str, object]:
+    """A reducer trace event as a trace line's event: camelCase fields, and a protocol violation named the way
+    `harness trace summary` reads it (exchangeId, memberId, rule)."""
+    fields = {
+        _camel(key): list(value) if isinstance(value, tuple) else value
+        for key, value in effect.fields.items()
+    }
+    event: dict[str, object] = {"type": str(effect.kind), **fields}
+    if effect.kind is s.TraceKind.PROTOCOL_VIOLATION:
+        event.update(exchangeId=fields["question"], memberId=fields["participant"], rule=fields["reason"])
+    return event
+
+
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def introduction(plan: SessionPlan, session: s.Session, name: str) -> str:
+    """The session's word to one member: its role, its tools as commands, and for the lead the brief."""
+    role = session.members[name].role
+    others = ", ".join(n for n in session.member_order if n != name) or "nobody"
+    tools = [
+        TOOL_USAGE[tool].format(brief=plan.brief_id)
+        for tool in s.Tool
+        if tool in s.ROLE_TOOLS[role] and tool in TOOL_USAGE
+    ]
+    lines = [
+        f"Session {plan.session_id} ({plan.mode}): you are its {role}; the others are {others}.",
+        "Your tools, run with the team commands you were taught: " + "; ".join(tools) + ".",
+    ]
+    if name == plan.lead.name:
+        lines.append(f"Brief: {plan.brief}")
+    else:
+        lines.append(
+            "Answer every question you owe: an ask left unanswered gets one reminder, then a protocol "
+            "violation is recorded and its asker released. This notice needs no reply."
+        )
+    return "\n".join(lines)
+
+
+def status_view(session: s.Session, trace_dir: Path, pid: int) -> dict[str, Any]:
+    return {
+        "sessionId": session.id,
+        "teamId": session.id,
+        "mode": str(session.mode),
+        "lead": session.lead,
+        "members": [{"name": n, "role": str(session.members[n].role)} for n in session.member_order],
+        "state": str(session.state),
+        "termination": None if session.termination is None else str(session.termination),
+        "reason": session.reason,
+        "summary": session.summary,
+        "asks": [_ask_view(session.asks[q]) for q in session.ask_order],
+        "reminders": list(session.reminders),
+        "violations": list(session.violations),
+        "startedAt": session.started_at,
+        "endedAt": session.ended_at,
+        "trace": str(trace_dir),
+        "pid": pid,
+    }
+
+
+def _ask_view(ask: s.AskRecord) -> dict[str, Any]:
+    return {"id": ask.id, "asker": ask.asker, "to": ask.to, "state": str(ask.state), "reason": ask.reason}
+
+
+def read_status(home: Path, session_id: str) -> dict[str, Any] | None:
+    """The last status the session's runner wrote, or None when there is no such session."""
+    import json
+
+    try:
+        data = json.loads((session_dir(home, session_id) / STATUS_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def request_stop(home: Path, session_id: str) -> None:
+    """Ask the session's runner to stop it (abort): it sees the file at its next poll."""
+    homes.write_private_text(session_dir(home, session_id) / STOP_FILE, "stop\n")
+
+
+def sessions(home: Path) -> Iterator[str]:
+    root = home / SESSIONS_DIR
+    yield from sorted(entry.name for entry in root.iterdir() if entry.is_dir()) if root.is_dir() else ()

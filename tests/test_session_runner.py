@@ -1,0 +1,291 @@
+# The session runner (io/session_runner.py) over the real team reducer: a ledger double answers the owner's
+# requests with core/team.py's `step` and `team_view`, the clock is the test's, and each poll is one
+# `round`, so every story below is exact. The runner's trace is a real TraceWriter in a temporary directory.
+# The same runner against a real daemon and real panes is tests/test_session_run.py.
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from harness.core import commands as c
+from harness.core import session as s
+from harness.core.codec import team_view
+from harness.core.outcome import Accepted
+from harness.core.records import EMPTY_LEDGER, Ledger, Team
+from harness.core.redaction import redactor
+from harness.core.team import step
+from harness.io import session_runner as runner
+from harness.io.client import RemoteError, Unreachable
+from harness.io.trace import TraceLine, TraceWriter, read_trace
+
+SID = "s1"
+START = 1_000_000
+LIMITS = s.SessionLimits(reminder_after_ms=10_000, violation_after_ms=5_000)
+GH_TOKEN = "tok-" + "z" * 24  # an allowlisted variable's value: redacted wherever it appears
+
+
+class LedgerDouble:
+    """The daemon as the runner's owner calls see it, over core/team.py; members act with their keys."""
+
+    def __init__(self) -> None:
+        self.ledger: Ledger = EMPTY_LEDGER
+        self.now = START
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.down = False
+
+    def clock(self) -> int:
+        return self.now
+
+    def apply(self, command: Any) -> None:
+        outcome = step(self.ledger, command)
+        if not isinstance(outcome, Accepted):
+            raise RemoteError(outcome.code.value, outcome.detail)
+        self.ledger = outcome.state
+
+    @property
+    def team(self) -> Team:
+        return self.ledger.teams[SID]
+
+    async def call(self, action: str, fields: dict[str, Any]) -> Any:
+        if self.down:
+            raise Unreachable("no daemon answers")
+        self.calls.append((action, fields))
+        if action == "create":
+            members = tuple(
+                c.NewMember(m["id"], m["machineId"], m["agentId"], m["name"], m["role"], f"key-{m['id']}")
+                for m in fields["members"]
+            )
+            self.apply(c.CreateTeam(self.now, fields["id"], fields["name"], members))
+        elif action == "ask":
+            text, ttl, asker = fields["text"], fields["ttlMs"], fields["from"]
+            self.apply(c.Ask(self.now, SID, fields["id"], fields["to"], text, ttl_ms=ttl, from_=asker))
+        elif action == "cancel":
+            self.apply(c.Cancel(self.now, SID, fields["questionId"]))
+        elif action != "get":
+            raise AssertionError(f"the runner made an unexpected call {action}")
+        return team_view(self.team)
+
+    def ask(self, qid: str, asker: str, to: str) -> None:
+        self.apply(c.Ask(self.now, SID, qid, to, f"{to}, which endpoint?", member_key=f"key-{asker}"))
+
+    def reply(self, qid: str, by: str, text: str = "GET /v1/state") -> None:
+        self.apply(c.Reply(self.now, SID, qid, text, member_key=f"key-{by}"))
+
+    def cancels(self) -> list[str]:
+        return [fields["questionId"] for action, fields in self.calls if action == "cancel"]
+
+
+def plan(mode: s.Mode = s.Mode.FACILITATE, *participants: str) -> runner.SessionPlan:
+    seats = tuple(runner.Seat(name, f"agent-{name}") for name in participants)
+    lead = runner.Seat("chair", "agent-chair")
+    return runner.SessionPlan(SID, mode, lead, seats, "Find the endpoint.", "m-one", LIMITS)
+
+
+Story = Callable[[runner.SessionRunner, LedgerDouble, set[str]], Awaitable[None]]
+
+
+def play(tmp_path: Path, session_plan: runner.SessionPlan, story: Story) -> list[TraceLine]:
+    """Run `story` against a started runner; the trace it wrote, read back."""
+    ledger = LedgerDouble()
+    gone: set[str] = set()
+
+    async def alive(name: str) -> bool:
+        return name not in gone
+
+    async def main() -> None:
+        redacting = redactor({"GH_TOKEN": GH_TOKEN})
+        writer = await TraceWriter.open(tmp_path / "trace", redacting, clock=ledger.clock)
+        try:
+            made = runner.SessionRunner(
+                session_plan,
+                tmp_path / "home",
+                ledger.call,
+                writer,
+                alive=alive,
+                redactor=redacting,
+                clock=ledger.clock,
+            )
+            await made.start()
+            await story(made, ledger, gone)
+        finally:
+            await writer.aclose()
+
+    trio.run(main)
+    return list(read_trace(tmp_path / "trace"))
+
+
+def kinds(lines: list[TraceLine]) -> list[tuple[str, object, object]]:
+    return [(line.source, line.event["type"], line.event.get("exchangeId")) for line in lines]
+
+
+def test_one_reminder_then_a_violation_then_the_asker_is_released(tmp_path: Path) -> None:
+    """Seed 004: "On an unanswered owed Ask, the participant injects one synthetic reminder. It then emits
+    protocol_violation. It unblocks the asker." """
+
+    async def story(made: runner.SessionRunner, ledger: LedgerDouble, gone: set[str]) -> None:
+        ledger.ask("q1", "chair", "ben")
+        await made.round()
+        for _ in range(3):  # rounds before the reminder is due change nothing
+            ledger.now += 3_000
+            await made.round()
+        assert made._current().reminders == ()
+        ledger.now += 1_000  # 10 s after the ask
+        await made.round()
+        ledger.now += 1_000
+        await made.round()  # not due again: still one reminder
+        reminders = [e for e in team_view(ledger.team)["exchanges"] if ".reminder." in e["id"]]
+        assert [(e["from"], e["to"], e["state"]) for e in reminders] == [("session", "ben", "open")]
+        ledger.now += 4_000  # 5 s after the reminder
+        await made.round()
+        assert ledger.team.exchanges["q1"].state.value == "cancelled"  # released, never answered
+        assert ledger.team.exchanges[reminders[0]["id"]].state.value == "cancelled"
+        ledger.reply("s1.brief", "chair", "done")
+        assert (await made.round()).termination is s.Termination.CONCLUDED
+        await made.finish()
+
+    lines = play(tmp_path, plan(s.Mode.FACILITATE, "ann", "ben"), story)
+    steps = kinds(lines)
+    assert [line.seq for line in lines] == list(range(1, len(lines) + 1))
+    assert [k for k in steps if k[1] in ("reminder", "protocol_violation", "asker_released")] == [
+        ("orchestrator", "reminder", "q1"),
+        ("orchestrator", "protocol_violation", "q1"),
+        ("orchestrator", "asker_released", "q1"),
+    ]
+    violation = next(line.event for line in lines if line.event["type"] == "protocol_violation")
+    assert (violation["memberId"], violation["rule"], violation["asker"]) == ("ben", "no_answer", "chair")
+    ended = next(e.event for e in lines if kinds([e]) == [("ledger", "question_ended", "q1")])
+    assert (ended["exchangeId"], ended["state"], ended["reason"]) == ("q1", "cancelled", "no_answer")
+    [summary] = [line.event for line in lines if line.event["type"] == "summary"]
+    assert (summary["termination"], summary["violations"], summary["reminders"]) == ("concluded", ["q1"], 1)
+
+
+def test_an_answer_in_time_gets_no_reminder(tmp_path: Path) -> None:
+    async def story(made: runner.SessionRunner, ledger: LedgerDouble, gone: set[str]) -> None:
+        ledger.ask("q1", "chair", "ann")
+        await made.round()
+        ledger.now += 9_000
+        ledger.reply("q1", "ann")
+        await made.round()
+        ledger.now += 60_000
+        await made.round()
+        assert made._current().asks["q1"].state is s.AskState.ANSWERED
+        assert (
+            made._current().reminders == ()
+            and s.next_deadline(made._current(), LIMITS) == START + LIMITS.session_ms
+        )
+
+    steps = kinds(play(tmp_path, plan(s.Mode.FACILITATE, "ann"), story))
+    assert ("ledger", "reply", "q1") in steps and not [k for k in steps if k[1] == "reminder"]
+
+
+def test_an_ask_after_the_session_ended_is_refused_and_cancelled(tmp_path: Path) -> None:
+    """Spec table session-gate: `ask` in `ended` is a conflict; the ledger question is not left owed."""
+
+    async def story(made: runner.SessionRunner, ledger: LedgerDouble, gone: set[str]) -> None:
+        ledger.reply("s1.brief", "chair", "done")
+        assert (await made.round()).termination is s.Termination.CONCLUDED
+        ledger.ask("q-late", "ann", "chair")
+        await made.finish()
+        assert ledger.team.exchanges["q-late"].state.value == "cancelled"
+
+    lines = play(tmp_path, plan(s.Mode.FACILITATE, "ann"), story)
+    refused = [line.event for line in lines if line.event["type"] == "tool_refused"]
+    assert [(e["exchangeId"], e["memberId"], e["code"]) for e in refused] == [("q-late", "ann", "conflict")]
+
+
+def test_stop_aborts_and_cancels_every_ask_in_flight_with_its_reason(tmp_path: Path) -> None:
+    async def story(made: runner.SessionRunner, ledger: LedgerDouble, gone: set[str]) -> None:
+        ledger.ask("q1", "chair", "ann")
+        await made.round()
+        runner.request_stop(tmp_path / "home", SID)
+        ended = await made.round()
+        assert (ended.termination, ended.reason) == (
+            s.Termination.STOPPED,
+            "abort: stopped by `harness session stop`",
+        )
+        assert made._current().asks["q1"].state is s.AskState.CANCELLED
+        await made.finish()
+        states = {q: e.state.value for q, e in ledger.team.exchanges.items()}
+        assert all(state == "cancelled" for state in states.values()), states  # the brief and intros too
+
+    lines = play(tmp_path, plan(s.Mode.FACILITATE, "ann"), story)
+    ended = next(
+        line.event
+        for line in lines
+        if line.event.get("exchangeId") == "q1" and line.event["type"] == "question_ended"
+    )
+    assert ended["reason"] == "session s1 stopped: abort: stopped by `harness session stop`"
+    status = runner.read_status(tmp_path / "home", SID)
+    assert status is not None and (status["state"], status["termination"]) == ("ended", "stopped")
+
+
+def test_an_engine_whose_pane_is_gone_stops_the_session(tmp_path: Path) -> None:
+    async def story(made: runner.SessionRunner, ledger: LedgerDouble, gone: set[str]) -> None:
+        ledger.ask("q1", "chair", "ann")
+        await made.round()
+        gone.add("ann")
+        ledger.now += runner.LOOK_EVERY_MS
+        ended = await made.round()
+        assert (ended.termination, ended.reason) == (
+            s.Termination.STOPPED,
+            "agent_crashed: ann: its engine's pane is gone",
+        )
+
+    play(tmp_path, plan(s.Mode.FACILITATE, "ann"), story)
+
+
+def test_a_daemon_that_goes_away_stops_the_session_with_its_summary(tmp_path: Path) -> None:
+    async def story(made: runner.SessionRunner, ledger: LedgerDouble, gone: set[str]) -> None:
+        ledger.down = True
+        assert (await made.run()).reason == "abort: daemon: no daemon answers"
+
+    lines = play(tmp_path, plan(s.Mode.SUPERVISE, "ann"), story)
+    assert lines[-1].event["type"] == "summary" and lines[-1].event["termination"] == "stopped"
+
+
+def test_a_supervise_ask_names_its_one_target_in_the_ledger_only(tmp_path: Path) -> None:
+    """Spec section 2: the supervise pair has one possible target, so its Ask takes no `to`; the ledger's
+    question still names it."""
+
+    async def story(made: runner.SessionRunner, ledger: LedgerDouble, gone: set[str]) -> None:
+        ledger.ask("q1", "ann", "chair")
+        await made.round()
+        assert made._current().asks["q1"].to == "chair"
+
+    play(tmp_path, plan(s.Mode.SUPERVISE, "ann"), story)
+
+
+def test_introductions_teach_each_role_only_its_tools(tmp_path: Path) -> None:
+    async def story(made: runner.SessionRunner, ledger: LedgerDouble, gone: set[str]) -> None:
+        texts = {e.id: e.text for e in ledger.team.exchanges.values()}
+        assert (
+            "Brief: Find the endpoint." in texts["s1.brief"]
+            and "Conclude: reply to question s1.brief" in texts["s1.brief"]
+        )
+        assert "Brief:" not in texts["s1.intro.ann"] and "Conclude" not in texts["s1.intro.ann"]
+        assert "Ask:" in texts["s1.intro.ann"] and "Answer:" in texts["s1.intro.ann"]
+
+    play(tmp_path, plan(s.Mode.FACILITATE, "ann"), story)
+
+
+@pytest.mark.parametrize("secret", ["sk-ant-api03-" + "a" * 40, "ghp_" + "b" * 36, GH_TOKEN])
+def test_a_secret_in_the_leads_conclusion_reaches_neither_the_status_nor_the_trace(
+    tmp_path: Path, secret: str
+) -> None:
+    """The conclusion is the session's own output (`harness session status` shows it): redacted by default,
+    like the trace, whether the secret is a credential shape or an allowlisted variable's value."""
+
+    async def story(made: runner.SessionRunner, ledger: LedgerDouble, gone: set[str]) -> None:
+        ledger.reply("s1.brief", "chair", f"done; the key was {secret}")
+        await made.round()
+        await made.finish()
+
+    play(tmp_path, plan(s.Mode.JUDGE), story)
+    status = (runner.session_dir(tmp_path / "home", SID) / runner.STATUS_FILE).read_bytes()
+    traced = b"".join(path.read_bytes() for path in (tmp_path / "trace").glob("trace-*.ndjson"))
+    assert secret.encode() not in status and secret.encode() not in traced
+    assert b"done; the key was [REDACTED:" in status
