@@ -55,4 +55,38 @@ def is_terminal_safe(text: str, *, line_breaks: bool = True, tabs: bool = False)
     return all(_admitted(char, line_breaks, tabs) for char in text)
 
 
-__all__ = ["BIDI_CONTROLS", "ESCAPE_SIGN", "is_terminal_safe", "terminal_safe"]
+# A prompt that knows no bracketed paste (Grok CLI) cannot take a line break in a paste: it keeps one as a
+# carriage return that hides the draft's start on screen, and one that arrives alone is Enter. So a notice
+# reaches it on one line, its line breaks shown as ␤ (SYMBOL FOR NEWLINE, beside ␛) where they were.
+LINE_SIGN: Final = "\u2424"
+LINE_JOIN: Final = f" {LINE_SIGN} "
+ONE_LINE_EXCERPT: Final = "[... excerpt; full text: inbox or status ID (the id above) with your team command]"
+
+
+def one_line(text: str, limit: int) -> str:
+    """`text` terminal-safe on one line of at most `limit` characters: its lines joined by LINE_JOIN. A longer
+    one keeps its first lines and its last (a notice's last line says how to answer, or that it is peer
+    context), cuts what is between, and says so where it cut. Nothing in the result is a line break."""
+    lines = terminal_safe(text).split("\n")
+    joined = LINE_JOIN.join(lines)
+    if len(joined) <= limit:
+        return joined
+    tail = LINE_JOIN + lines[-1] if len(lines) > 1 and len(lines[-1]) <= limit // 2 else ""
+    head = LINE_JOIN.join(lines[:-1]) if tail else joined
+    mark = LINE_JOIN + ONE_LINE_EXCERPT
+    room = limit - len(mark) - len(tail)
+    if room <= 0:
+        return ONE_LINE_EXCERPT[:limit]
+    return head[:room].rstrip(f" {LINE_SIGN}") + mark + tail
+
+
+__all__ = [
+    "BIDI_CONTROLS",
+    "ESCAPE_SIGN",
+    "LINE_JOIN",
+    "LINE_SIGN",
+    "ONE_LINE_EXCERPT",
+    "is_terminal_safe",
+    "one_line",
+    "terminal_safe",
+]

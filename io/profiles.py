@@ -10,6 +10,7 @@
 # (`harness agent classify`) and the conformance fixtures all call.
 from __future__ import annotations
 
+import enum
 import functools
 import os
 import re
@@ -18,6 +19,7 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
+from harness.core.terminal_text import LINE_SIGN, one_line
 from harness.io.terminal_port import ScreenState
 
 # --- reading a capture with colours -------------------------------------------------------------------------
@@ -183,9 +185,11 @@ class Composer:
     ambiguous: bool = False  # cannot tell placeholder from draft (a capture without colours)
 
 
-# Long pastes fold into one marker: Claude, Codex, Gemini.
+# Long pastes fold into one marker: Claude, Codex, Gemini (over 5 lines it counts them, else over 500
+# characters it counts those; ` #2` tells a second paste of the same count).
 FOLDED = re.compile(
-    r"\[Pasted text #\d+(?: \+\d+ lines?)?\]|\[Pasted Content \d+ chars\]|\[Pasted Text: \d+ lines?\]"
+    r"\[Pasted text #\d+(?: \+\d+ lines?)?\]|\[Pasted Content \d+ chars\]"
+    r"|\[Pasted Text: \d+ (?:lines?|chars)(?: #\d+)?\]"
 )
 SHELL_PROMPT = re.compile(r"^\S*[$#%] ?$|^\S*[$#%] \S")
 # Exit summaries the engines print when they quit (the shell prompt usually follows).
@@ -235,8 +239,10 @@ def _clip(text: str, width: int = 160) -> str:
 
 
 def squash(text: str) -> str:
-    """Text with all whitespace removed: how a draft is compared with what was pasted (wrapping differs)."""
-    return "".join(text.split())
+    """Text with all whitespace and line signs removed: how a draft is compared with what was pasted (wrapping
+    differs, and an engine that takes a notice on one line shows its line breaks as LINE_SIGN), so a desk
+    knows its own notice in a composer or a turn whichever way the engine took it."""
+    return "".join(text.replace(LINE_SIGN, " ").split())
 
 
 def is_grey(colour: Colour) -> bool:
@@ -244,6 +250,17 @@ def is_grey(colour: Colour) -> bool:
         r, g, b = colour
         return r == g == b and 90 <= r <= 200
     return colour is not None and (colour in (7, 8) or 240 <= colour <= 250)
+
+
+class NoticeInput(enum.Enum):
+    """How an engine's prompt takes a notice."""
+
+    # As it is, line breaks and all, in one bracketed paste: the engine reads a paste as text, never as keys.
+    BRACKETED_PASTE = "bracketed-paste"
+    # On one line (core/terminal_text.py `one_line`), pasted without brackets: an engine that knows no
+    # bracketed paste reads a line end in a paste as a carriage return, or alone as Enter; a line of printable
+    # characters is text whatever it does with a paste.
+    ONE_LINE = "one-line"
 
 
 @attrs.frozen
@@ -263,6 +280,10 @@ class Profile:
     # meanwhile ends the wait; the prompt after that turn is idle as usual.
     human_pause: float = 1.5
     turn_quiet: float = 3.0
+    notice_input: NoticeInput = NoticeInput.BRACKETED_PASTE
+    # A one-line notice longer than this is excerpted: the engine draws the whole line in its prompt box, and
+    # a box taller than the pane cannot be read back to confirm the paste.
+    one_line_chars: int = 2_000
 
 
 def _nonblank(capture: Capture) -> list[int]:
@@ -461,6 +482,7 @@ GEMINI = Profile(
 # above the box, which keeps taking keys. Its permission dialog replaces the box. It knows no bracketed paste:
 # a pasted line end arrives as CR, which it keeps in the draft and prints as a carriage return, so the box row
 # of a multi-line paste shows only its last line, from the left edge, over the box's border and prompt sign.
+# So a notice reaches it on one line (NoticeInput.ONE_LINE), which its box shows whole, wrapped.
 
 GROK_PROMPT = "\u276f"
 _GROK_PLACEHOLDER = "Ask me anything..."
@@ -530,6 +552,7 @@ GROK = Profile(
         2,
     ),
     finished=re.compile(r"^\s*⏺ "),
+    notice_input=NoticeInput.ONE_LINE,
 )
 
 # --- a generic prompt: a shell-capable agent program (`shell`) or a scripted line reader (`scripted`) ------
@@ -686,6 +709,14 @@ def draft_is(observation: Observation, text: str) -> bool:
     if FOLDED.fullmatch(prompt.strip()):
         return True
     return squash(prompt) == squash(text)
+
+
+def notice_as_typed(engine: str, text: str) -> str:
+    """A notice's text as `engine`'s prompt receives it, and so as its draft and its turn show it."""
+    profile = profile_for(engine)
+    if profile.notice_input is NoticeInput.ONE_LINE:
+        return one_line(text, profile.one_line_chars)
+    return text
 
 
 def needle(text: str) -> str:

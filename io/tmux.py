@@ -7,12 +7,12 @@
 # `TmuxTerminals` implements the desk runner's `Terminals` port on top: capture + engine profile = a Screen;
 # an idle screen counts only once it held still (after an attach, or after a person's draft left the
 # composer); a write looks once more right before it pastes and hands that look to the desk's licence, pastes
-# once (load-buffer + bracketed paste-buffer), presses Enter once as its own key, and confirms the submit
-# from the screen. It never sends interrupt or cancel keys
-# and never clears, edits or submits a draft that is not exactly its own notice. Every look also asks tmux for
-# the pane's foreground program: while that is a plain shell the pane reads offline, so no paste and no Enter
-# reaches it (an agent program may exit back to its shell after registration); an inbox-only agent is never
-# looked at or written to.
+# once (load-buffer + bracketed paste-buffer; one line of text, unbracketed, for an engine whose profile says
+# it knows no bracketed paste), presses Enter once as its own key, and confirms the submit from the screen.
+# It never sends interrupt or cancel keys and never clears, edits or submits a draft that is not exactly its
+# own notice. Every look also asks tmux for the pane's foreground program: while that is a plain shell the
+# pane reads offline, so no paste and no Enter reaches it (an agent program may exit back to its shell after
+# registration); an inbox-only agent is never looked at or written to.
 from __future__ import annotations
 
 import contextlib
@@ -30,12 +30,14 @@ import trio
 
 from harness.core.terminal_text import is_terminal_safe
 from harness.io.profiles import (
+    NoticeInput,
     Observation,
     PaneInfo,
     classify,
     draft_is,
     is_plain_shell,
     needle,
+    notice_as_typed,
     parse_capture,
     profile_for,
     squash,
@@ -279,8 +281,9 @@ async def capture(runner: Runner, target: str, *, history: int = 0) -> str:
     return "\n".join(await runner.run("capture-pane", "-p", "-e", "-J", *extra, "-t", target))
 
 
-async def paste(runner: Runner, target: str, text: str) -> None:
-    """Paste `text` into the pane as one bracketed paste (load-buffer from a private file, paste-buffer -p).
+async def paste(runner: Runner, target: str, text: str, *, bracketed: bool = True) -> None:
+    """Paste `text` into the pane as one bracketed paste (load-buffer from a private file, paste-buffer -p),
+    or, not `bracketed`, as its bare bytes (for an engine that knows no bracketed paste: one line of text).
     Raises TmuxError when nothing was pasted, TmuxLost when it may have been.
 
     Defence in depth: notices are rendered terminal-safe in the core, and a buffer that is not (ESC could
@@ -298,7 +301,7 @@ async def paste(runner: Runner, target: str, text: str) -> None:
     finally:
         os.unlink(path)
     try:
-        await runner.run("paste-buffer", "-p", "-d", "-b", name, "-t", target)
+        await runner.run("paste-buffer", *(["-p"] if bracketed else []), "-d", "-b", name, "-t", target)
     except TmuxLost:
         raise
     except TmuxError:
@@ -486,9 +489,12 @@ class TmuxTerminals:
         entry = self._entry(agent_id)
         if entry is None:
             return WriteOutcome.FAILED
+        text = text.rstrip("\n")
+        if is_terminal_safe(text):  # as the engine takes it; an unsafe text is refused as it is, by `paste`
+            text = notice_as_typed(entry.engine, text)
         lock = self._locks.setdefault(agent_id, trio.Lock())
         async with lock:
-            return await self._write(entry, text.rstrip("\n"), licence)
+            return await self._write(entry, text, licence)
 
     async def _write(self, entry: AgentTerminal, text: str, licence: Licence | None) -> WriteOutcome:
         timing = self.timing
@@ -498,8 +504,9 @@ class TmuxTerminals:
         if not allowed or before.state is not ScreenState.IDLE:
             return WriteOutcome.FAILED  # nothing is sent
         runner = self._runner(entry.socket)
+        bracketed = profile_for(entry.engine).notice_input is NoticeInput.BRACKETED_PASTE
         try:
-            await paste(runner, entry.target, text)
+            await paste(runner, entry.target, text, bracketed=bracketed)
         except TmuxLost:
             return WriteOutcome.UNCERTAIN
         except TmuxError:
@@ -545,7 +552,7 @@ class TmuxTerminals:
         if entry is None:
             return False
         look = await self._look(entry, history=HISTORY_LINES)
-        return bool(look.raw) and turn_shows(entry.engine, look.raw, text)
+        return bool(look.raw) and turn_shows(entry.engine, look.raw, notice_as_typed(entry.engine, text))
 
 
 def _plain(raw: str) -> str:

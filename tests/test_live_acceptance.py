@@ -1,7 +1,9 @@
-# Live acceptance with the real engines: Claude Code, Codex and Gemini CLI (pinned in tests/engines) in one
-# team, joined by the daemon's introductions, offline against scripted fake models (tests/live/scripts.py:
-# the model only names the next shell command, from the notice the engine was given; TUIs, tool execution
-# and permission flows are the engines' own).
+# Live acceptance with the real engines: Claude Code, Codex, Gemini CLI and Grok CLI (pinned in
+# tests/engines) in one team, joined by the daemon's introductions, offline against scripted fake models
+# (tests/live/scripts.py: the model only names the next shell command, from the notice the engine was given;
+# TUIs, tool execution and permission flows are the engines' own). Grok CLI knows no bracketed paste: it
+# takes each notice on one line (io/profiles.py NoticeInput.ONE_LINE), and its receipts match its turns
+# against that line.
 #
 # Topology (tests/live/team.py): ONE `unshare -n` namespace (loopback only) holds the daemon, one fake model
 # per engine and one tmux server with every engine, so the engines' `harness team ...` commands reach the
@@ -33,7 +35,7 @@ import pytest
 
 from harness.io.profiles import Observation, classify, squash
 from harness.io.terminal_port import ScreenState
-from tests.engines.launch import DESK_ENGINES, ENGINES, install_problem
+from tests.engines.launch import ENGINES, engine_version, install_problem
 from tests.live.receipts import Receipt, engine_turns, receipts
 from tests.live.scripts import (
     BUSY_PROMPT,
@@ -51,7 +53,7 @@ pytestmark = pytest.mark.engines
 
 ENGINES_ENV = "HARNESS_TEAM_ENGINES"
 EVIDENCE_ENV = "HARNESS_LIVE_EVIDENCE_DIR"
-FULL_TEAM = ("claude", "codex", "gemini")
+FULL_TEAM = ("claude", "codex", "gemini", "grok")
 TEAM = "live"
 DRAFT = "note to self: re-read the release checklist before lunch"
 # "yes, once" in each engine's permission dialog (Grok CLI: Enter on its preselected `1. Yes`)
@@ -148,7 +150,8 @@ def state(delivery: dict[str, Any] | None) -> tuple[str | None, str | None]:
 
 def team_receipts(team: LiveTeam) -> dict[str, Receipt]:
     turns = {seat.agent_id: engine_turns(seat.fake.log()) for seat in team.seats.values()}
-    return receipts(team.desk_journal(), team.ledger_journal(TEAM), turns)
+    engines = {seat.agent_id: seat.engine for seat in team.seats.values()}
+    return receipts(team.desk_journal(), team.ledger_journal(TEAM), turns, engines)
 
 
 def engines_view(team: LiveTeam) -> list[dict[str, Any]]:
@@ -295,10 +298,11 @@ def test_engines_ask_and_answer_through_the_daemon(
         "test": "live acceptance: engines in one team through the daemon",
         "fullAcceptance": full,
         "note": (
-            "the full acceptance: Claude Code, Codex and Gemini CLI in one team"
+            "the full acceptance: Claude Code, Codex, Gemini CLI and Grok CLI in one team"
             if full
-            else f"DIAGNOSTIC ONLY ({ENGINES_ENV}={','.join(engines)}): not the full three-engine acceptance"
+            else f"DIAGNOSTIC ONLY ({ENGINES_ENV}={','.join(engines)}): not the full four-engine acceptance"
         ),
+        "engineVersions": {engine: engine_version(engine) for engine in engines},
         "engines": engines_view(team),
         "daemon": daemon_view(team),
         "team": {"id": TEAM, "members": [{"name": m["name"], "id": m["id"]} for m in view["members"]]},
@@ -450,9 +454,7 @@ def _breakout(team: LiveTeam, seat: Seat) -> dict[str, Any]:
     return {"question": BREAKOUT, "engineTurn": prompt, "receipt": receipt.view()}
 
 
-# The desk's engines only: Grok CLI runs and classifies offline, but the desk cannot yet confirm a multi-line
-# paste into it (tests/engines/launch.py DESK_ENGINES), so a notice to it would end `unconfirmed`.
-@pytest.mark.parametrize("engine", DESK_ENGINES)
+@pytest.mark.parametrize("engine", ENGINES)
 def test_notice_waits_for_busy_draft_and_dialog(
     engine: str, live: list[LiveTeam], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

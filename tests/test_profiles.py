@@ -14,16 +14,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.core.terminal_text import LINE_JOIN, ONE_LINE_EXCERPT, is_terminal_safe, one_line, terminal_safe
 from harness.io.profiles import (
     ENGINES,
     PROFILES,
+    NoticeInput,
     PaneInfo,
     Profile,
     classify,
     draft_is,
     is_plain_shell,
+    notice_as_typed,
     parse_capture,
     profile_for,
+    squash,
     turn_shows,
 )
 from harness.io.terminal_port import ScreenState
@@ -276,6 +280,15 @@ def test_gemini_folded_paste_is_a_draft() -> None:
     assert classify("gemini", gemini("[Pasted Text: 6 lines]")).state is DRAFT
 
 
+def test_gemini_folds_a_long_two_line_paste_by_characters_and_it_is_ours() -> None:
+    """Gemini CLI 0.61 folds a paste of more than 500 characters into `[Pasted Text: N chars]` even when it
+    has only two lines (a four-member team's introduction): read as our folded paste, so the desk confirms it
+    instead of leaving the introduction `unconfirmed` in the prompt."""
+    for marker in ("[Pasted Text: 502 chars]", "[Pasted Text: 502 chars #2]"):
+        seen = classify("gemini", gemini(marker))
+        assert seen.state is DRAFT and draft_is(seen, "You joined team 'live'\nUse: harness team ...")
+
+
 def test_gemini_transcript_box_is_not_the_composer() -> None:
     transcript = [TOP, " > please @slow @tool", BOTTOM, "", "✦ working on it", "", "", "", "", "", ""]
     assert classify("gemini", "\n".join(transcript)).state is not IDLE
@@ -359,6 +372,71 @@ def test_grok_quit_is_offline() -> None:
     assert classify("grok", grok(grok_prompt(GROK_PLACEHOLDER)), PaneInfo(dead=True)).state is OFFLINE
     assert classify("grok", "Gracefully shutting down...\nroot@box:~# ").state is OFFLINE
     assert classify("grok", "root@box:~# ").state is OFFLINE
+
+
+# A notice Grok CLI took on one line (tests/engines/captures/grok-*/notice-one-line, done-notice): the
+# question the capture pasted, as the owner renders it, 100 lines, more than the one-line budget.
+GROK_NOTICE = "\n".join(
+    [
+        "[team Build Harness] Question q2 from agent-2:",
+        *(f"Finding {i}: the relay dropped a frame under load." for i in range(100)),
+        "Answer with: reply q2 'your answer' (full text: inbox)",
+    ]
+)
+
+
+def test_only_grok_takes_a_notice_on_one_line() -> None:
+    """Grok CLI knows no bracketed paste; the other engines take a notice as it is, in one bracketed paste."""
+    one_line_engines = {name for name, p in PROFILES.items() if p.notice_input is NoticeInput.ONE_LINE}
+    assert one_line_engines == {"grok"}
+    for engine in ENGINES:
+        typed = notice_as_typed(engine, GROK_NOTICE)
+        assert typed == GROK_NOTICE if engine != "grok" else "\n" not in typed
+
+
+def test_grok_one_line_notice_keeps_its_framing_its_answer_line_and_says_where_it_cut() -> None:
+    typed = notice_as_typed("grok", GROK_NOTICE)
+    assert len(typed) <= profile_for("grok").one_line_chars < len(GROK_NOTICE)
+    assert typed.startswith(f"[team Build Harness] Question q2 from agent-2:{LINE_JOIN}Finding 0: ")
+    tail = "Answer with: reply q2 'your answer' (full text: inbox)"
+    assert typed.endswith(f"{LINE_JOIN}{ONE_LINE_EXCERPT}{LINE_JOIN}{tail}")
+    short = "[team t] Question q1 from b:\nWhich port?\nAnswer with: reply q1 'your answer'"
+    assert notice_as_typed("grok", short) == short.replace("\n", LINE_JOIN)
+    # The desk knows its own notice on one line (a leftover in the composer, an inspected turn) as itself.
+    assert squash(notice_as_typed("grok", short)) == squash(short)
+    assert squash(notice_as_typed("grok", short)) != squash(short.replace("q1", "q2"))
+
+
+@settings(max_examples=300)
+@given(text=st.text(), limit=st.integers(min_value=1, max_value=400))
+def test_one_line_is_one_safe_line_within_its_limit(text: str, limit: int) -> None:
+    """Whatever a peer wrote: no line break, no byte a terminal reads as a key, at most `limit` characters,
+    and a text that fits is all there (its lines, made safe, between the signs)."""
+    line = one_line(text, limit)
+    assert is_terminal_safe(line, line_breaks=False) and len(line) <= limit
+    if len(terminal_safe(text).replace("\n", LINE_JOIN)) <= limit:
+        assert line == terminal_safe(text).replace("\n", LINE_JOIN)
+        assert one_line(line, limit) == line
+
+
+@pytest.mark.parametrize("form", ["ansi", "plain"])
+def test_grok_shows_a_one_line_notice_whole_in_its_box(form: str) -> None:
+    """The pasted one-line notice wraps over many rows of the box; read back, it is exactly the text pasted
+    (what the desk confirms before it presses Enter), and no turn on it shows yet."""
+    name = "notice-one-line.ansi.txt" if form == "ansi" else "notice-one-line.txt"
+    raw = (GROK_DIR / name).read_text(encoding="utf-8")
+    seen = classify("grok", raw)
+    typed = notice_as_typed("grok", GROK_NOTICE)
+    assert seen.state is DRAFT and draft_is(seen, typed)
+    assert not draft_is(seen, GROK_NOTICE)  # the notice's own lines are not what the prompt holds
+    assert not turn_shows("grok", raw, typed)
+
+
+def test_grok_turn_on_a_one_line_notice_shows() -> None:
+    done = (GROK_DIR / "done-notice.ansi.txt").read_text(encoding="utf-8")
+    assert classify("grok", done).state is IDLE
+    assert turn_shows("grok", done, notice_as_typed("grok", GROK_NOTICE))
+    assert not turn_shows("grok", done, "[team Build Harness] Question q3 from agent-2:\nanother one")
 
 
 # --- after a person's draft -------------------------------------------------------------------------------

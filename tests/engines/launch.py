@@ -31,13 +31,6 @@ NODE_MODULES = HERE / "node_modules"
 FAKE_MODEL = HERE / "fake_model.py"
 INSTALL = HERE / "install.sh"
 ENGINES = ("claude", "codex", "gemini", "grok")
-# The engines the delivery desk writes notices into in the tests. Grok CLI runs offline and its screens
-# classify, but it knows no bracketed paste: a pasted line end reaches it as CR, which it keeps in the draft
-# and prints as a carriage return, so a multi-line notice never shows as itself in its prompt and the desk
-# cannot confirm the paste (the write ends `uncertain`). Pasting with LF line ends (`paste-buffer -r`) shows
-# the whole draft in one row, lines joined by a box edge; the desk would have to do that, and read it, for
-# Grok CLI.
-DESK_ENGINES = ("claude", "codex", "gemini")
 FAKE_PORT = 8765  # inside the private namespace, so it never collides with anything on the machine
 WIDTH, HEIGHT = 160, 50
 

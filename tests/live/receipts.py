@@ -3,8 +3,8 @@
 #   that write finished, and the agent turn it saw on it (`turn_observed`, which makes a notice `accepted`);
 # - the owner's ledger journal: every delivery state the desk reported for each notice, in order;
 # - each engine's fake model log: the turns the engine really took, with the exact text it was given.
-# A notice's turn is attributed when exactly one turn of its engine carries exactly its text and that turn
-# began after the notice's write began.
+# A notice's turn is attributed when exactly one turn of its engine carries exactly its text (as that engine
+# takes a notice: Grok CLI on one line) and that turn began after the notice's write began.
 from __future__ import annotations
 
 import re
@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.io.profiles import squash
+from harness.io.profiles import notice_as_typed, squash
 
 _KEY = re.compile(r"(--key\s+)\S+")
 
@@ -113,7 +113,10 @@ def receipts(
     desk: Sequence[Mapping[str, Any]],
     ledger: Sequence[Mapping[str, Any]],
     turns_by_agent: Mapping[str, Sequence[Turn]],
+    engines: Mapping[str, str],
 ) -> dict[str, Receipt]:
+    """Receipts of every notice the desk took, its turns looked for among its agent's (`engines`: the engine
+    of each agent that has one)."""
     found: dict[str, Receipt] = {}
     for entry in desk:
         kind = entry.get("type")
@@ -145,7 +148,8 @@ def receipts(
             if entry["state"] == "queued" and entry.get("reason"):
                 receipt.reasons.append(str(entry["reason"]))
     for receipt in found.values():
-        wanted = squash(receipt.text)
+        engine = engines.get(receipt.agent_id)
+        wanted = squash(receipt.text if engine is None else notice_as_typed(engine, receipt.text))
         receipt.model_turns = [
             t for t in turns_by_agent.get(receipt.agent_id, ()) if squash(t.prompt) == wanted
         ]

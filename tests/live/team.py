@@ -1,5 +1,5 @@
-# A live team: real engines (tests/engines: Claude Code, Codex, Gemini CLI, pinned) joined into one team by a
-# real daemon, all of it inside ONE private network namespace that has only loopback.
+# A live team: real engines (tests/engines: Claude Code, Codex, Gemini CLI, Grok CLI, pinned) joined into one
+# team by a real daemon, all of it inside ONE private network namespace that has only loopback.
 #
 # Topology. `unshare -n` makes the namespace; in it run one scripted fake model per engine (127.0.0.1:8765,
 # 8766, ... of that namespace; each also serves its control API on a Unix socket file), the daemon
