@@ -510,6 +510,18 @@ def run_delivery(opts: Options, v: Values) -> None:
     show(opts, call(opts, "delivery_check", fields), output.show_mapping)
 
 
+def run_inspect(opts: Options, v: Values) -> None:
+    fields = {"noticeId": v["notice_id"]}
+    show(opts, call(opts, "delivery_inspect", fields), output.show_mapping)
+
+
+def run_resolve(opts: Options, v: Values) -> None:
+    if v["landed"] == v["lost"]:
+        usage(opts, "give exactly one of --landed and --lost")
+    fields = {"noticeId": v["notice_id"], "landed": bool(v["landed"])}
+    show(opts, call(opts, "delivery_resolve", fields), output.show_mapping)
+
+
 def run_cancel(opts: Options, v: Values) -> None:
     fields = {"questionId": resolve_question(opts, v["question_id"])}
     show(opts, call(opts, "cancel", fields), output.show_exchange, named=True)
@@ -851,6 +863,26 @@ SPECS: dict[str, Spec] = {
         (),
         {"--answer": ("answer", "flag")},
         about={"--answer": "The answer's continuation notice, not the question's."},
+    ),
+    "inspect": Spec(
+        run_inspect,
+        "Owner: look in the agent's pane for evidence that a written notice landed (its first line in the "
+        "history, or its text left in the composer). A read: nothing is sent or recorded.",
+        ("notice_id",),
+        about={"notice_id": "Notice id (TEAM/SUBJECT/KIND, as `delivery` shows it) or a question id."},
+    ),
+    "resolve": Spec(
+        run_resolve,
+        "Owner: resolve an unconfirmed notice after inspecting: --landed confirms it; --lost lets it be "
+        "written once more under a new write id (once; never automatic).",
+        ("notice_id",),
+        (),
+        {"--landed": ("landed", "flag"), "--lost": ("lost", "flag")},
+        about={
+            "notice_id": "Notice id (TEAM/SUBJECT/KIND) or a question id.",
+            "--landed": "It reached the agent.",
+            "--lost": "It never did: write it once more.",
+        },
     ),
     "usage": Spec(
         run_usage,

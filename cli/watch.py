@@ -29,6 +29,8 @@ from textual.message import Message
 from textual.widgets import DataTable, Footer, Static
 
 from harness.cli.output import clock, delivery_text, one_line, shown
+from harness.core.effects import notice_id
+from harness.core.records import NoticeKind
 from harness.io import home as homes
 from harness.io.client import Client, ClientError, RemoteError, Uncertain, Unreachable, locate_socket
 from harness.io.rpc import INCOMPATIBLE
@@ -257,7 +259,56 @@ def task_cells(task: dict[str, Any], tasks: dict[str, str], names: dict[str, str
     )
 
 
-def exchange_detail(exchange: dict[str, Any], names: dict[str, str]) -> Text:
+def unconfirmed_notices(team: dict[str, Any], member_id: str) -> list[str]:
+    """The team's notices to `member_id` whose delivery is unconfirmed (its introduction, questions to it,
+    answers to its questions): the ones a crash may have left in its composer."""
+    team_id = str(team.get("id"))
+    found = [
+        notice_id(team_id, member_id, NoticeKind.INTRODUCTION)
+        for member in team.get("members", [])
+        if member.get("id") == member_id and _unconfirmed(member.get("introduction"))
+    ]
+    for exchange in team.get("exchanges", []):
+        if exchange.get("to") == member_id and _unconfirmed(exchange.get("delivery")):
+            found.append(notice_id(team_id, exchange["id"], NoticeKind.QUESTION))
+        if exchange.get("from") == member_id and _unconfirmed(exchange.get("answerDelivery")):
+            found.append(notice_id(team_id, exchange["id"], NoticeKind.ANSWER))
+    return found
+
+
+def _unconfirmed(view: object) -> bool:
+    return isinstance(view, dict) and view.get("state") == "unconfirmed"
+
+
+def delivery_advice(exchange: dict[str, Any], leftovers: list[str]) -> list[str]:
+    """What a person can do about the exchange's notice when its delivery needs one: an unconfirmed notice is
+    inspected, then resolved by the owner; a crash leftover in the composer is submitted or cleared by a
+    person. The daemon does neither by itself."""
+    delivery = exchange.get("delivery")
+    if not isinstance(delivery, dict):
+        return []
+    if delivery.get("state") == "unconfirmed":
+        notice = exchange["id"]  # a question id names its question notice
+        return [
+            "The notice might have reached the terminal. Do not resend: check with "
+            f"`status {exchange['id']}` or look at the teammate's terminal; "
+            "the operation id stays the question id.",
+            f"Owner: `inspect {notice}` looks for it in the agent's pane; then `resolve {notice} --landed`, "
+            "or `--lost` to have it written once more (once, under a new write id).",
+        ]
+    if delivery.get("state") == "queued" and delivery.get("reason") == "leftover":
+        which = ", ".join(leftovers) or "a notice of another team"
+        return [
+            f"Waiting on a leftover: the agent's composer holds {which}, pasted by a write that a crash "
+            "cut off before its Enter. A person can submit it (Enter in the agent's pane) or clear it; the "
+            "daemon touches neither."
+        ]
+    return []
+
+
+def exchange_detail(
+    exchange: dict[str, Any], names: dict[str, str], leftovers: list[str] | None = None
+) -> Text:
     """The selected exchange in full, one `shown` piece per line: the words are the agents'."""
     who = f"{names.get(exchange['from'], exchange['from'])} -> {names.get(exchange['to'], exchange['to'])}"
     lines: list[Text] = [
@@ -272,16 +323,7 @@ def exchange_detail(exchange: dict[str, Any], names: dict[str, str]) -> Text:
             shown(delivery_text(exchange.get("delivery"))),
         ),
     ]
-    delivery = exchange.get("delivery")
-    if isinstance(delivery, dict) and delivery.get("state") == "unconfirmed":
-        lines.append(
-            shown(
-                "The notice might have reached the terminal. Do not resend: check with "
-                f"`status {exchange['id']}` or look at the teammate's terminal; "
-                "the operation id stays the question id.",
-                style="yellow",
-            )
-        )
+    lines += [shown(advice, style="yellow") for advice in delivery_advice(exchange, leftovers or [])]
     lines += [Text(), shown(exchange.get("text", ""), block=True)]
     if exchange.get("context"):
         lines += [
@@ -606,7 +648,7 @@ class WatchApp(App[None]):
         if team is None or chosen is None:
             widget.update("no exchange selected")
             return
-        widget.update(exchange_detail(chosen, _names(team)))
+        widget.update(exchange_detail(chosen, _names(team), unconfirmed_notices(team, chosen["to"])))
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table.id != "exchanges" or event.row_key.value is None:

@@ -8,8 +8,10 @@
 # Rules (spec/delivery-v1.md is the authority; DELIVERY_TRANSITIONS and OBSERVATION_REASON are checked equal
 # to its tables; the invariants D1-D11 are core/delivery_invariants.py):
 # - A notice moves only along DELIVERY_TRANSITIONS. Leaving `queued` for `writing` happens at most once per
-#   notice; nothing leads back to `queued` or `writing` from a state that may have written. A restart or a
-#   write that did not report its end makes `writing` `unconfirmed`, never `queued`.
+#   write id; nothing leads back to `queued` or `writing` from a state that may have written, but the owner's
+#   declared loss of an `unconfirmed` write (`Inspect(landed=False)`), once per notice: it permits one more
+#   write, under the notice's second write id, and the lost write stays on record. A restart or a write that
+#   did not report its end makes `writing` `unconfirmed`, never `queued`.
 # - Per agent session, at most one notice is `writing`, and queued notices are written in submission order.
 # - A write starts only on the shell's own recheck at the write boundary: `idle`, seen at most
 #   `observation_fresh_ms` before the start, no older than the desk's latest observation of that session,
@@ -32,7 +34,7 @@ from immutables import Map
 from .errors import ErrorCode, Rejected
 from .limits import DEFAULT_LIMITS, Limits
 from .outcome import Accepted, reject, unchanged
-from .records import NoticeKind
+from .records import MembershipState, NoticeKind, QuestionState, Team, TeamState
 
 E = ErrorCode
 
@@ -45,7 +47,7 @@ class DeliveryState(enum.StrEnum):
     ACCEPTED = "accepted"  # a matching agent turn was observed (not an answer)
     READ = "read"  # the member retrieved the record through inbox/status
     REJECTED = "rejected"  # the write failed before any byte, or the owner saw it never landed
-    UNCONFIRMED = "unconfirmed"  # it might have reached the terminal; never retried
+    UNCONFIRMED = "unconfirmed"  # it might have reached the terminal; never retried unless declared lost
     WITHDRAWN = "withdrawn"  # cancelled or suppressed before any write
     EXPIRED = "expired"  # its time ran out before any write
 
@@ -62,6 +64,9 @@ class Observed(enum.StrEnum):
     DIALOG = "dialog"
     OFFLINE = "offline"
     SETTLING = "settling"  # idle, but not held still long enough yet (an attach, a draft that just left)
+    # A draft that is exactly the text of this desk's own unconfirmed notice of the session: a write cut
+    # off between paste and Enter (a killed daemon). Only a person submits or clears it; the desk never does.
+    LEFTOVER = "leftover"
 
 
 class WriteResult(enum.StrEnum):
@@ -79,6 +84,7 @@ class Reason(enum.StrEnum):
     PRESSURE = "pressure"  # behind another notice of the same session
     UNOBSERVED = "unobserved"  # no fresh, settled idle observation of the session yet
     SETTLING = "settling"  # its terminal looks idle but has not held still long enough yet
+    LEFTOVER = "leftover"  # the composer holds an unconfirmed notice's own text: submit it or clear it
     READY = "ready"  # the session is freshly idle: a write is due
     # held
     PAUSED = "paused"
@@ -132,7 +138,8 @@ def _row(state: S, *targets: S | ErrorCode) -> dict[tuple[S, V], S | ErrorCode]:
 
 
 # The notice state machine. An ErrorCode rejects the command; a same-state entry is a no-op. Columns are in
-# DeliveryEvent order. Nothing leaves a WRITTEN state for QUEUED, HELD or WRITING: one write, ever.
+# DeliveryEvent order. Nothing leaves a WRITTEN state for QUEUED, HELD or WRITING but the owner's declared
+# loss of an unconfirmed write (`_inspect` admits it once per notice): one write per write id, at most two.
 _Q, _H, _W, _D, _A, _R, _X, _U, _N, _EX = (
     S.QUEUED, S.HELD, S.WRITING, S.DELIVERED, S.ACCEPTED, S.READ, S.REJECTED, S.UNCONFIRMED, S.WITHDRAWN,
     S.EXPIRED,
@@ -148,7 +155,7 @@ DELIVERY_TRANSITIONS: Mapping[tuple[DeliveryState, DeliveryEvent], DeliveryState
     **_row(_A , _A , _A , _C , _A , _A , _A , _A , _R , _R , _A , _A , _A , _A , _A , _C),
     **_row(_R , _R , _R , _C , _R , _R , _R , _R , _R , _R , _R , _R , _R , _R , _R , _R),
     **_row(_X , _X , _X , _C , _C , _X , _C , _A , _R , _R , _X , _X , _X , _X , _D , _X),
-    **_row(_U , _U , _U , _C , _D , _X , _U , _A , _R , _R , _U , _U , _U , _U , _D , _X),
+    **_row(_U , _U , _U , _C , _D , _X , _U , _A , _R , _R , _U , _U , _U , _U , _D , _Q),
     **_row(_N , _N , _N , _K , _C , _C , _C , _C , _N , _N , _N , _N , _N , _N , _C , _C),
     **_row(_EX, _EX, _EX, _T , _C , _C , _C , _C , _EX, _EX, _EX, _EX, _EX, _EX, _C , _C),
 }
@@ -171,7 +178,7 @@ EVENT_REASON: Mapping[DeliveryEvent, Reason | None] = {
     V.RESTART: Reason.RESTART,
     V.TIMEOUT: Reason.TIMEOUT,
     V.INSPECT_LANDED: Reason.INSPECTED,
-    V.INSPECT_LOST: Reason.INSPECTED,
+    V.INSPECT_LOST: None,  # queued again: its session's reason
 }
 
 # Why the next notice of a session waits, from the desk's latest observation of it. `idle` counts only when
@@ -183,6 +190,7 @@ OBSERVATION_REASON: Mapping[Observed, Reason] = {
     Observed.DIALOG: Reason.DIALOG,
     Observed.OFFLINE: Reason.OFFLINE,
     Observed.SETTLING: Reason.SETTLING,
+    Observed.LEFTOVER: Reason.LEFTOVER,
 }
 
 _FINISH_EVENT: Mapping[WriteResult, DeliveryEvent] = {
@@ -212,8 +220,12 @@ class Notice:
     state: DeliveryState
     reason: Reason | None
     updated_at: int
-    started_at: int | None = None  # when its one write began
+    started_at: int | None = None  # when its current write began
     seen_at: int | None = None  # when the shell saw the idle screen that licensed it
+    # The owner declared its first write lost (`Inspect(landed=False)` of an unconfirmed write) at `lost_at`;
+    # that write began at `lost_started_at`. It may then be written once more, under its second write id.
+    lost_at: int | None = None
+    lost_started_at: int | None = None
 
 
 @attrs.frozen
@@ -320,7 +332,9 @@ class AnswerRetrieved:
 
 @attrs.frozen
 class Inspect:
-    """The owner inspected the terminal for a written notice: did it land?"""
+    """The owner's resolution of a written notice after inspecting the terminal (never automatic): it landed
+    (`delivered`), or, for an `unconfirmed` write, it was lost: queued again for one more write under a new
+    write id, once per notice."""
 
     at: int
     notice_id: str
@@ -459,6 +473,31 @@ def excerpt_notice(text: str, pointer: str, limit: int) -> str:
     return data[: limit - len(mark)].decode("utf-8", "ignore") + mark.decode("utf-8")
 
 
+def write_number(notice: Notice) -> int:
+    """Which write of the notice its current (or next) write is: 1, or 2 after a declared loss."""
+    return 1 if notice.lost_at is None else 2
+
+
+def write_id(notice: Notice) -> str:
+    """The id of the notice's current (or next) write: a rewrite after a declared loss has a new one."""
+    return f"{notice.id}#{write_number(notice)}"
+
+
+def loss_moot(team: Team, notice: Notice) -> str | None:
+    """Why the owner's side refuses to declare a notice's write lost although its desk would take it: the
+    notice is no longer owed (its team archived, its member gone, its question no longer open), so one more
+    write would be late work; the member reads it with inbox/status. None when it is still owed."""
+    member = team.members.get(notice.membership_id)
+    exchange = team.exchanges.get(notice.subject_id)
+    if team.state is TeamState.ARCHIVED:
+        return f"team {team.id!r} is archived"
+    if member is None or member.state is not MembershipState.ACTIVE:
+        return f"member {notice.membership_id!r} is no longer active"
+    if notice.kind is NoticeKind.QUESTION and (exchange is None or exchange.state is not QuestionState.OPEN):
+        return f"question {notice.subject_id!r} is no longer open"
+    return None
+
+
 def unsent_count(session: Session) -> int:
     """Queued or in-flight notices of a session: what `queued_per_agent` bounds."""
     return len(session.queue) + len(session.held) + (session.writing is not None)
@@ -591,7 +630,11 @@ class _Txn:
         limits = self.limits
         work = self.session(notice.agent_id)
         old = notice.state
-        started_at = notice.started_at
+        started_at, seen_at = notice.started_at, notice.seen_at if seen_at is None else seen_at
+        lost_at, lost_started_at = notice.lost_at, notice.lost_started_at
+        if old is _U and target is _Q:  # the owner's declared loss: the lost write stays on record
+            lost_at, lost_started_at, started_at, seen_at = at, started_at, None, None
+            work.add_timer((notice.expires_at, notice.id))
         if old is _Q:
             work.queue = _without(work.queue, notice.id)
         elif old is _H:
@@ -627,7 +670,9 @@ class _Txn:
             reason,
             at,
             started_at,
-            notice.seen_at if seen_at is None else seen_at,
+            seen_at,
+            lost_at,
+            lost_started_at,
         )
         self.put(moved)
         return moved
@@ -648,7 +693,8 @@ class _Txn:
             self.put(
                 Notice(
                     n.id, n.team_id, n.kind, n.subject_id, n.membership_id, n.agent_id, n.expires_at, n.text,
-                    n.seq, n.submitted_at, n.state, reason, self.at, n.started_at, n.seen_at,
+                    n.seq, n.submitted_at, n.state, reason, self.at, n.started_at, n.seen_at, n.lost_at,
+                    n.lost_started_at,
                 )
             )
         return n.reason
@@ -889,8 +935,44 @@ def _turn_observed(desk: Desk, command: TurnObserved, limits: Limits) -> Accepte
 
 
 def _inspect(desk: Desk, command: Inspect, limits: Limits) -> Accepted[Desk] | Rejected:
-    event = V.INSPECT_LANDED if command.landed else V.INSPECT_LOST
-    return _evidence(desk, command.at, command.notice_id, event, limits)
+    if command.landed:
+        return _evidence(desk, command.at, command.notice_id, V.INSPECT_LANDED, limits)
+    notice = _notice(desk, command.notice_id)
+    if isinstance(notice, Rejected):
+        return notice
+    stale = _stale(desk, command.at, "a declared loss")
+    if stale:
+        return stale
+    if notice.state is S.UNCONFIRMED:
+        refused = _loss_refused(desk, notice, command.at, limits)
+        if refused is not None:
+            return refused
+    txn = _Txn(desk, command.at, limits)
+    moved = txn.move(notice, V.INSPECT_LOST)
+    if isinstance(moved, Rejected):
+        return moved
+    if moved.state is S.QUEUED and notice.team_id in desk.held_teams:  # its team is paused: it waits held
+        moved = txn.move(moved, V.HOLD)
+    return txn.commit(moved)
+
+
+def _loss_refused(desk: Desk, notice: Notice, at: int, limits: Limits) -> Rejected | None:
+    """Why an unconfirmed write may not be declared lost (and the notice written once more), or None."""
+    if notice.lost_at is not None:
+        return reject(
+            E.CONFLICT,
+            f"notice {notice.id!r} was declared lost once and written again ({write_id(notice)}); it is "
+            "never written a third time: have the member read it with inbox/status",
+        )
+    if at >= notice.expires_at:
+        return reject(E.EXPIRED, f"notice {notice.id!r} expired at {notice.expires_at}; not written again")
+    if unsent_count(desk.sessions[notice.agent_id]) >= limits.queued_per_agent:
+        return reject(
+            E.BOUND_EXCEEDED,
+            f"agent {notice.agent_id!r} already has {limits.queued_per_agent} queued or in-flight notices",
+            "queued_per_agent",
+        )
+    return None
 
 
 def _each(

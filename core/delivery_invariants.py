@@ -84,6 +84,13 @@ def _notice_violations(desk: d.Desk, notice_id: str, notice: d.Notice, limits: L
         seen = notice.seen_at
         if seen is None or not 0 <= notice.started_at - seen <= limits.observation_fresh_ms:
             yield ("D3", f"notice {notice.id!r} started at {notice.started_at}, idle seen at {seen}")
+    if notice.lost_at is None and notice.lost_started_at is not None:
+        yield ("D1", f"notice {notice.id!r} records a lost write that nobody declared lost")
+    lost_write = notice.lost_started_at
+    if notice.lost_at is not None and (lost_write is None or lost_write > notice.lost_at):
+        yield ("D1", f"notice {notice.id!r} was declared lost at {notice.lost_at} without an earlier write")
+    if notice.lost_at is not None and notice.started_at is not None and notice.started_at < notice.lost_at:
+        yield ("D1", f"notice {notice.id!r} was written again before its first write was declared lost")
     if notice.state is S.WRITING and notice.started_at is not None and notice.started_at < desk.restarted_at:
         yield ("D5", f"notice {notice.id!r} is still writing from before the restart at {desk.restarted_at}")
     if notice.state is S.QUEUED and notice.team_id in desk.held_teams:
@@ -160,13 +167,30 @@ def transition_violations(before: d.Desk, after: d.Desk) -> list[Violation]:
             if new.state not in (S.QUEUED, S.HELD):
                 found.append(("D1", f"new notice {notice_id!r} starts {new.state}"))
             continue
-        if new.state is not old.state and new.state not in REACHABLE[old.state]:
+        moved = new.state is not old.state and new.state not in REACHABLE[old.state]
+        if moved and not _declared_lost(old, new):  # a loss declared while its team is paused waits held
             found.append(("D1", f"notice {notice_id!r} went {old.state} -> {new.state}, not in the table"))
-        if old.started_at is not None and new.started_at != old.started_at:
+        if old.started_at is not None and new.started_at != old.started_at and not _declared_lost(old, new):
             found.append(("D1", f"notice {notice_id!r} written again ({old.started_at}, {new.started_at})"))
+        lost = (old.lost_at, old.lost_started_at)
+        if old.lost_at is not None and (new.lost_at, new.lost_started_at) != lost:
+            found.append(("D1", f"notice {notice_id!r} changed the record of its lost write"))
         if _identity(old) != _identity(new):
             found.append(("D11", f"notice {notice_id!r} changed what it is"))
     return found
+
+
+def _declared_lost(old: d.Notice, new: d.Notice) -> bool:
+    """The one way a written notice becomes unsent again: the owner declared its unconfirmed first write
+    lost, and the lost write stays on record."""
+    return (
+        old.state is S.UNCONFIRMED
+        and old.lost_at is None
+        and new.state in (S.QUEUED, S.HELD)
+        and new.started_at is None
+        and new.lost_at is not None
+        and new.lost_started_at == old.started_at
+    )
 
 
 def _identity(notice: d.Notice) -> tuple[object, ...]:
@@ -201,6 +225,11 @@ def effect_violations(before: d.Desk, command: d.DeskCommand, outcome: Accepted[
                 found.append(("D2", f"write of {effect.notice_id!r} offered out of order"))
             elif after.notices[effect.notice_id].reason is not d.Reason.READY:
                 found.append(("D3", f"write of {effect.notice_id!r} offered on a session not fresh idle"))
+    for notice_id, new in after.notices.items():
+        old = before.notices.get(notice_id)
+        declared = isinstance(command, d.Inspect) and not command.landed and command.notice_id == notice_id
+        if old is not None and old.lost_at is None and new.lost_at is not None and not declared:
+            found.append(("D1", f"notice {notice_id!r} became writable again without a declared loss"))
     if isinstance(command, d.Restart) and any(n.state is S.WRITING for n in after.notices.values()):
         found.append(("D5", "a write survived the restart"))
     if isinstance(command, d.InboxRead | d.AnswerRetrieved):

@@ -16,10 +16,17 @@
 #   desk as `WriteStarted` when idle (the paste goes ahead only once that is durable) and as `Observe`
 #   otherwise, so a write refused there never left `queued`: it waits with the reason that look saw. After a
 #   write the runner watches for the agent's turn on what it wrote.
-# - A notice's licence to paste is granted at most once per process (asserted), and only after the desk
-#   durably accepted its `WriteStarted`; the desk's own state makes it at most once ever.
+# - A notice's licence to paste is granted at most once per write id and process (asserted), and only after
+#   the desk durably accepted its `WriteStarted`; the desk's own state makes it at most once per write id
+#   ever, and a second write id exists only after the owner declared the first write lost (`resolve`).
+# - A draft that is exactly the text of this desk's own unconfirmed notice of that agent (a write cut off
+#   between paste and Enter by a kill) is observed `leftover`, with that notice remembered for the views:
+#   the person submits or clears it; the runner never touches it.
+# - The owner's `inspect` of a written notice is a read: the pane's whole history (its next turn included)
+#   is searched for the notice's own first line, and the composer for its text. It never steps the desk.
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -36,9 +43,11 @@ from harness.core.limits import DEFAULT_LIMITS, Limits
 from harness.core.outcome import Accepted, reject
 from harness.core.records import NoticeKind
 from harness.core.system import refused_reason
+from harness.core.terminal_text import terminal_safe
 from harness.io.journal import CheckpointPolicy, JournalStore, Recovery, StoreError, delivery_store_dir
+from harness.io.profiles import squash
 from harness.io.team_delivery import DeliveryReport, Reporter
-from harness.io.terminal_port import Screen, ScreenState, Terminals, WriteOutcome
+from harness.io.terminal_port import Screen, ScreenState, Terminals, Transcripts, WriteOutcome
 from harness.io.trace import DESK, TraceEmit, no_trace
 
 # Unsure never licenses a write: an engine that is still starting counts as busy.
@@ -54,6 +63,58 @@ OBSERVED: dict[ScreenState, d.Observed] = {
 
 # Notices whose write may have landed: the runner watches for the agent's turn on them.
 _TURN_PENDING = frozenset({d.DeliveryState.DELIVERED, d.DeliveryState.UNCONFIRMED})
+
+
+# What an inspection found, by how sure it is that the notice reached the agent.
+LANDED = "landed"  # its first line shows in the pane's history: the engine took it (or showed it)
+IN_COMPOSER = "in_composer"  # its text sits in the composer unsubmitted: a leftover for a person to act on
+NOT_FOUND = "not_found"  # nowhere in the pane's history (the history may have been cleared or scrolled off)
+NO_TERMINAL = "no_terminal"  # this machine cannot read the agent's pane now: nothing was searched
+EVIDENCE_CHARS = 300  # an evidence line as shown (one line, terminal-escaped)
+
+
+@attrs.frozen
+class Inspection:
+    """The owner's look for evidence that a written notice landed. A read: nothing is sent or recorded."""
+
+    notice_id: str
+    write_id: str
+    state: str
+    found: str  # LANDED, IN_COMPOSER, NOT_FOUND or NO_TERMINAL
+    evidence: str | None = None  # the line that shows it, one line, terminal-escaped
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "noticeId": self.notice_id,
+            "writeId": self.write_id,
+            "state": self.state,
+            "found": self.found,
+            "evidence": self.evidence,
+        }
+
+
+def evidence_key(notice: d.Notice) -> str:
+    """What identifies the notice in a transcript: its first line, whitespace collapsed, up to the end of its
+    own id (the exchange's) when the line names it; else its first 60 characters."""
+    first = " ".join(next((line for line in notice.text.splitlines() if line.strip()), "").split())
+    at = first.find(notice.subject_id)
+    return first[: at + len(notice.subject_id)] if at >= 0 else first[:60]
+
+
+def find_evidence(transcript: str, notice: d.Notice) -> str | None:
+    """The last transcript line that shows the notice's key (after prompt signs and box edges), or None."""
+    key = squash(evidence_key(notice))
+    if not key:
+        return None
+    for line in reversed(transcript.splitlines()):
+        if key in squash(line):
+            return shown_line(line)
+    return None
+
+
+def shown_line(text: str) -> str:
+    """Screen text as evidence: one line, terminal-escaped (a pane may hold any bytes), bounded."""
+    return terminal_safe(" ".join(text.split()), line_breaks=False)[:EVIDENCE_CHARS]
 
 
 @attrs.frozen
@@ -167,8 +228,9 @@ class DeskRunner:
         self._due: set[str] = set()  # agents whose next notice is due: ask their terminal to write it
         self._attempts: set[str] = set()  # agents whose terminal is at the write boundary now
         self._relook: set[str] = set()  # agents whose next look is fed to the desk whatever it shows
-        self._written: set[str] = set()  # notices licensed to be pasted by this process
+        self._written: set[str] = set()  # write ids licensed to be pasted by this process
         self._watches: dict[str, _Watch] = {}  # written notices whose agent turn is awaited
+        self.leftovers: dict[str, str] = {}  # agent -> its unconfirmed notice left in its composer
         self._writes: trio.Nursery | None = None
         self._loop_scope = trio.CancelScope()
 
@@ -298,6 +360,49 @@ class DeskRunner:
             if (notice := self.desk.notices.get(notice_id)) is not None and notice.team_id == team_id
         ]
 
+    def _owned(self, team_id: str, notice_id: str) -> d.Notice | Rejected:
+        notice = self.desk.notices.get(notice_id)
+        if notice is None or notice.team_id != team_id:
+            return reject(ErrorCode.NOT_FOUND, f"no notice {notice_id!r} of team {team_id!r} on this machine")
+        return notice
+
+    async def inspect(self, team_id: str, notice_id: str) -> Inspection | Rejected:
+        """The owner's search for evidence that a written notice landed: the composer for its text (a
+        leftover), else the pane's whole history for its first line. A read: the desk does not step."""
+        notice = self._owned(team_id, notice_id)
+        if isinstance(notice, Rejected):
+            return notice
+        if notice.started_at is None:
+            detail = f"notice {notice_id!r} is {notice.state}: not written, so there is nothing to look for"
+            return reject(ErrorCode.CONFLICT, detail)
+        found = functools.partial(Inspection, notice.id, d.write_id(notice), notice.state.value)
+        terminals = self._terminals
+        if not isinstance(terminals, Transcripts) or notice.agent_id not in terminals.agents():
+            return found(NO_TERMINAL)
+        screen = await self._screen(notice.agent_id)
+        if screen.prompt and squash(screen.prompt) == squash(notice.text):
+            return found(IN_COMPOSER, shown_line(screen.prompt))
+        try:
+            transcript = await terminals.transcript(notice.agent_id)
+        except Exception as error:  # a pane we cannot read says nothing about the notice
+            self._log(f"reading agent {notice.agent_id!r}'s history failed: {error!r}")
+            transcript = None
+        if transcript is None:
+            return found(NO_TERMINAL)
+        line = find_evidence(transcript, notice)
+        return found(NOT_FOUND) if line is None else found(LANDED, line)
+
+    async def resolve(self, team_id: str, notice_id: str, *, landed: bool) -> d.Notice | Rejected:
+        """The owner's resolution of a written notice (never automatic): landed confirms it; lost queues it
+        for one more write under its next write id, once (the desk refuses a second declared loss)."""
+        notice = self._owned(team_id, notice_id)
+        if isinstance(notice, Rejected):
+            return notice
+        outcome = await self.apply(d.Inspect(0, notice_id, landed))
+        if isinstance(outcome, Rejected):
+            return outcome
+        return outcome.state.notices[notice_id]
+
     async def hold(self, command: d.Hold) -> None:
         await self._owner(command)
 
@@ -361,9 +466,33 @@ class DeskRunner:
             self._log(f"observing agent {agent_id!r} failed: {error!r}")
             return Screen(ScreenState.OFFLINE, self._clock(), (f"observe failed: {error!r}",))
 
+    def _observed(self, agent_id: str, screen: Screen) -> d.Observed:
+        """What the desk is told of a screen: a draft that is exactly this desk's own unconfirmed notice of
+        the agent is a crash leftover, named (the newest such notice), never touched."""
+        observed = OBSERVED[screen.state]
+        leftover = None
+        if observed is d.Observed.DRAFT and screen.prompt:
+            prompt = squash(screen.prompt)
+            leftover = max(
+                (
+                    notice
+                    for notice in self.desk.notices.values()
+                    if notice.agent_id == agent_id
+                    and notice.state is d.DeliveryState.UNCONFIRMED
+                    and squash(notice.text) == prompt
+                ),
+                key=lambda notice: notice.updated_at,
+                default=None,
+            )
+        if leftover is None:
+            self.leftovers.pop(agent_id, None)
+            return observed
+        self.leftovers[agent_id] = leftover.id
+        return d.Observed.LEFTOVER
+
     async def _look(self, agent_id: str) -> None:
         screen = await self._screen(agent_id)
-        observed = OBSERVED[screen.state]
+        observed = self._observed(agent_id, screen)
         session = self.desk.sessions.get(agent_id)
         if session is None:
             return
@@ -393,7 +522,7 @@ class DeskRunner:
         async def licence(screen: Screen) -> bool:
             """The terminal's last look before the paste: a write starts on it, or the notice waits on it."""
             nonlocal licensed
-            observed = OBSERVED[screen.state]
+            observed = self._observed(agent_id, screen)
             if observed is not d.Observed.IDLE:
                 await self.apply(d.Observe(0, agent_id, observed))
                 return False
@@ -401,8 +530,9 @@ class DeskRunner:
             if isinstance(started, Rejected):
                 self._relook.add(agent_id)  # the desk wants a newer look; the next one is fed to it
                 return False
-            assert notice_id not in self._written, f"notice {notice_id!r} would be written twice"
-            self._written.add(notice_id)
+            write = d.write_id(self.desk.notices[notice_id])
+            assert write not in self._written, f"write {write!r} would be made twice"
+            self._written.add(write)
             self.writes += 1
             licensed = True
             return True

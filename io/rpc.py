@@ -72,6 +72,8 @@ ACTIONS: Final[dict[str, Action]] = {
     "wait": _action("questionId", "seconds"),
     "cancel": _action("questionId"),
     "delivery_check": _action("questionId", "notice", owner_only=True),
+    "delivery_inspect": _action("noticeId", owner_only=True),
+    "delivery_resolve": _action("noticeId", "landed", owner_only=True),
     "usage": _action(),
     "subscribe": _action(owner_only=True),
     "board_get": _action(),

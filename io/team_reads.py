@@ -1,8 +1,9 @@
 # The `team` RPC reads with consequences at a desk: a member's inbox, status and wait show questions and
 # answers, and what a member has read makes its unsent notices moot, so its machine's desk is told (after the
-# read); `delivery_check` asks a desk itself what became of a notice, and `usage` reads this machine's desk
-# beside the ledger. Split from the other actions because these remember what each member was shown and talk
-# to destinations, which the others never do.
+# read); `delivery_check` asks a desk itself what became of a notice, `delivery_inspect` and
+# `delivery_resolve` let the owner look for evidence that an unconfirmed notice landed and then say so
+# (never automatic), and `usage` reads this machine's desk beside the ledger. Split from the other actions
+# because these remember what each member was shown and talk to destinations, which the others never do.
 from __future__ import annotations
 
 import contextlib
@@ -12,7 +13,7 @@ import trio
 
 from harness.core import delivery as d
 from harness.core.codec import exchange_view
-from harness.core.effects import notice_id
+from harness.core.effects import notice_id, parse_notice_id
 from harness.core.errors import ErrorCode, Rejected
 from harness.core.queries import (
     WARN_PERCENT,
@@ -28,6 +29,7 @@ from harness.core.queries import usage as ledger_usage
 from harness.core.records import Exchange, Membership, NoticeKind, QuestionState, Team
 from harness.core.system import AtDesk, System, answer_retrieved_action, inbox_read_action
 from harness.io.delivery_router import UNPAIRED, DeliveryRouter
+from harness.io.desk_runner import DeskRunner
 from harness.io.remote import RemoteRefused, RemoteUnavailable, RemoteUncertain
 from harness.io.rpc import BAD_REQUEST, Request
 from harness.io.team_access import ActionError, Handler, TeamAccess, carried_to, rejected_error
@@ -40,6 +42,22 @@ E = ErrorCode
 
 def _answered_at(exchange: Exchange) -> int:
     return exchange.answer.at if exchange.answer is not None else 0
+
+
+# What the owner may do after an inspection: both are explicit, neither is ever taken automatically.
+RESOLUTIONS = {
+    "landed": "delivery_resolve landed=true: the notice reached the agent (delivered)",
+    "lost": "delivery_resolve landed=false: it never did; it is written once more under a new write id, once",
+}
+# The two safe human actions on a crash leftover; the daemon takes neither.
+LEFTOVER_ACTIONS = (
+    "submit it: press Enter in the agent's pane (the notice then shows as accepted)",
+    "clear it: empty the agent's composer (the owner may then resolve the notice as lost)",
+)
+
+
+def leftover_view(leftover_id: str) -> dict[str, Any]:
+    return {"noticeId": leftover_id, "actions": list(LEFTOVER_ACTIONS)}
 
 
 def _bound_view(bound: BoundUse) -> dict[str, Any]:
@@ -72,6 +90,8 @@ class TeamReads:
             "status": self.status,
             "wait": self.wait,
             "delivery_check": self.delivery_check,
+            "delivery_inspect": self.delivery_inspect,
+            "delivery_resolve": self.delivery_resolve,
             "usage": self.usage,
         }
 
@@ -163,7 +183,65 @@ class TeamReads:
         if held is not None:
             times = {"startedAt": held.started_at, "seenAt": held.seen_at}
             delivery = {"state": held.state, "reason": held.reason, **times}
-        return {**checked, "asked": True, "held": held is not None, "delivery": delivery}
+        checked.update(asked=True, held=held is not None, delivery=delivery)
+        local = destination is self.router.desk
+        leftover = self.router.desk.leftovers.get(member.agent_id) if local else None
+        if held is not None and held.reason == d.Reason.LEFTOVER.value and leftover is not None:
+            checked["leftover"] = leftover_view(leftover)
+        if held is not None and held.state == d.DeliveryState.UNCONFIRMED.value:
+            checked["next"] = f"inspect {notice}, then resolve {notice} --landed or --lost (never automatic)"
+        return checked
+
+    def _local_notice(self, request: Request) -> tuple[Team, str, DeskRunner]:
+        """The team, the notice the owner names (a notice id, or a question id for its question notice) and
+        this machine's desk, which must hold it: only the machine that runs the agent can look at its pane."""
+        team = self.access.team(request)
+        named = request.text("noticeId")
+        parsed = parse_notice_id(named)
+        if parsed is None:
+            if named not in team.exchanges:
+                raise ActionError(E.NOT_FOUND.value, f"no notice or question {named!r} in team {team.id!r}")
+            named = notice_id(team.id, named, NoticeKind.QUESTION)
+        elif parsed[0] != team.id:
+            raise ActionError(E.NOT_FOUND.value, f"notice {named!r} is not of team {team.id!r}")
+        desk = self.router.desk
+        if named not in desk.desk.notices:
+            detail = f"this machine's desk holds no notice {named!r}; look on the machine that runs the agent"
+            raise ActionError(E.NOT_FOUND.value, detail)
+        return team, named, desk
+
+    async def delivery_inspect(self, request: Request) -> object:
+        """Owner: look in the agent's pane for evidence that a written notice landed. A read: nothing is
+        sent, nothing is recorded; the owner resolves it afterwards with `delivery_resolve`."""
+        team, named, desk = self._local_notice(request)
+        found = await desk.inspect(team.id, named)
+        if isinstance(found, Rejected):
+            raise rejected_error(found)
+        return {**found.to_json(), "actions": RESOLUTIONS}
+
+    async def delivery_resolve(self, request: Request) -> object:
+        """Owner: the notice landed (`landed: true`), or its unconfirmed write was lost (`landed: false`): one
+        more write of it under a new write id, once, and only while it is still owed."""
+        landed = request.opt_bool("landed")
+        if landed is None:
+            raise ActionError(BAD_REQUEST, "delivery_resolve: 'landed' must be true or false")
+        team, named, desk = self._local_notice(request)
+        if not landed:
+            moot = d.loss_moot(team, desk.desk.notices[named])
+            if moot is not None:
+                detail = f"{moot}: the notice is not written again; the member reads it with inbox/status"
+                raise ActionError(E.CONFLICT.value, detail)
+        resolved = await desk.resolve(team.id, named, landed=landed)
+        if isinstance(resolved, Rejected):
+            raise rejected_error(resolved)
+        return {
+            "noticeId": resolved.id,
+            "state": resolved.state.value,
+            "reason": None if resolved.reason is None else resolved.reason.value,
+            "writeId": d.write_id(resolved),
+            "lostAt": resolved.lost_at,
+            "lostStartedAt": resolved.lost_started_at,
+        }
 
     async def usage(self, request: Request) -> object:
         """Every bound the team's work meets, with its use, so that it is seen before it bites: the ledger's,

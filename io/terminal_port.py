@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import attrs
 
@@ -37,6 +37,7 @@ class Screen:
     at_ms: int  # when the capture was taken (the daemon's clock, ms since the epoch)
     evidence: tuple[str, ...] = ()  # the lines that decided the state
     text: str = ""  # the plain capture, used to recognise the agent's turn on a written notice
+    prompt: str | None = None  # what the composer holds ("" empty, None not found): a crash leftover is named
 
 
 # The write boundary: told the last look before the paste, it says whether the paste may go ahead (the desk
@@ -66,4 +67,15 @@ class Terminals(Protocol):
 
     async def turn_matches(self, agent_id: str, text: str) -> bool:
         """Whether the agent's screen shows a turn on this written text (input accepted; not an answer)."""
+        ...
+
+
+@runtime_checkable
+class Transcripts(Protocol):
+    """Terminals whose whole history can be read: where the owner's inspection of an unconfirmed notice
+    looks for evidence that it landed. A read only; never a key."""
+
+    async def transcript(self, agent_id: str) -> str | None:
+        """The pane's whole scrollback and screen as plain text (wrapped lines joined), or None when the
+        agent has no pane here."""
         ...

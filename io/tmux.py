@@ -477,7 +477,7 @@ class TmuxTerminals:
         at = self._now_ms()
         look = await self._look(entry)
         observation = self._steady(entry, look)
-        return Screen(observation.state, at, observation.evidence, _plain(look.raw))
+        return Screen(observation.state, at, observation.evidence, _plain(look.raw), observation.prompt)
 
     async def observe(self, agent_id: str) -> Screen:
         entry = self._entry(agent_id)
@@ -546,6 +546,18 @@ class TmuxTerminals:
             if (stop is not None and stop(look)) or trio.current_time() >= deadline:
                 return False
             await trio.sleep(self.timing.poll)
+
+    async def transcript(self, agent_id: str) -> str | None:
+        """The pane's whole history (capture-pane -S -), plain: the owner's inspection searches it."""
+        entry = self._entry(agent_id)
+        if entry is None or entry.inbox_only:
+            return None
+        try:
+            runner = self._runner(entry.socket)
+            lines = await runner.run("capture-pane", "-p", "-J", "-S", "-", "-t", entry.target)
+        except TmuxError:
+            return None
+        return "\n".join(lines)
 
     async def turn_matches(self, agent_id: str, text: str) -> bool:
         entry = self._entry(agent_id)

@@ -8,7 +8,12 @@ import attrs
 import pytest
 
 from harness.core import delivery as d
-from harness.core.delivery_invariants import check_step, desk_violations
+from harness.core.delivery_invariants import (
+    check_step,
+    desk_violations,
+    effect_violations,
+    transition_violations,
+)
 from harness.core.errors import ErrorCode, Rejected
 from harness.core.limits import DEFAULT_LIMITS, Limits
 from harness.core.outcome import Accepted
@@ -195,7 +200,7 @@ def test_rule2_sessions_are_independent() -> None:
 # --- rule 3: a write starts only on a fresh idle with no draft and no dialog --------------------------------
 
 
-@pytest.mark.parametrize("seen", [O.BUSY, O.DRAFT, O.DIALOG, O.OFFLINE])
+@pytest.mark.parametrize("seen", [O.BUSY, O.DRAFT, O.DIALOG, O.OFFLINE, O.SETTLING, O.LEFTOVER])
 def test_rule3_anything_but_idle_waits(seen: d.Observed) -> None:
     desk = Desk()
     n = desk.submit(1)
@@ -205,6 +210,24 @@ def test_rule3_anything_but_idle_waits(seen: d.Observed) -> None:
     code = ErrorCode.OFFLINE if seen is O.OFFLINE else ErrorCode.CONFLICT
     desk.fails(d.WriteStarted(desk.at(), n, seen, desk.now - 1), code)  # the boundary recheck saw it again
     assert desk.writes == []
+
+
+def test_rule4_a_crash_leftover_is_named_and_never_written_over() -> None:
+    """A write cut off between paste and Enter leaves its notice in the composer: the next notice waits as
+    `leftover` (not an unexplained `draft`), and nothing is written until a person submits or clears it."""
+    desk = Desk()
+    cut, later = desk.submit(1), desk.submit(2)
+    desk.at(desk.limits.write_settle_ms)
+    desk.observe(O.IDLE)
+    assert isinstance(desk.start(cut), Accepted)
+    desk.ok(d.Restart(desk.at()))  # the daemon was killed after the paste, before the Enter
+    assert desk.state(cut) is S.UNCONFIRMED
+    assert due(desk.observe(O.LEFTOVER)) == []
+    assert (desk.state(later), desk.reason(later)) == (S.QUEUED, R.LEFTOVER)
+    desk.fails(d.WriteStarted(desk.at(), later, O.LEFTOVER, desk.now - 1), ErrorCode.CONFLICT)
+    desk.ok(d.TurnObserved(desk.at(), cut))  # a person pressed Enter: the notice's turn shows
+    desk.write(later)
+    assert desk.writes == [cut, later] and desk.state(cut) is S.ACCEPTED
 
 
 def test_rule3_stale_idle_is_refused() -> None:
@@ -294,15 +317,108 @@ def test_rule5_restart_makes_writing_unconfirmed_and_resumes_queued() -> None:
     assert desk.state(first) is S.READ
 
 
-def test_rule5_the_owner_inspects_an_unconfirmed_notice() -> None:
+def test_rule5_the_owner_resolves_an_unconfirmed_notice_and_only_a_declared_loss_writes_again() -> None:
+    """Seed: "offline, unpaired, busy, draft, expired, cancelled, and uncertain states are visible and
+    actionable" and "Delivery unconfirmed ... do not invent a new ID and resend": the notice keeps its id;
+    only the owner's declared loss permits one more write, under the notice's second write id, recorded as
+    such."""
     desk = Desk()
     landed, lost = desk.submit(1), desk.submit(2)
     desk.write(landed, d.WriteResult.UNCERTAIN)
     desk.write(lost, d.WriteResult.UNCERTAIN)
+    first_write = desk.desk.notices[lost].started_at
+    assert d.write_id(desk.desk.notices[lost]) == f"{lost}#1"
     desk.ok(d.Inspect(desk.at(), landed, landed=True))
+    assert desk.state(landed) is S.DELIVERED and desk.reason(landed) is R.INSPECTED
+    declared_at = desk.at()
+    desk.ok(d.Inspect(declared_at, lost, landed=False))
+    notice = desk.desk.notices[lost]
+    assert notice.state is S.QUEUED and notice.started_at is None
+    assert (notice.lost_at, notice.lost_started_at) == (declared_at, first_write)
+    assert d.write_id(notice) == f"{lost}#2"
+    assert desk.writes == [landed, lost]  # nothing is written by the declaration itself
+    desk.write(lost, d.WriteResult.UNCERTAIN)  # its one more write, on a fresh idle look like any other
+    assert desk.writes == [landed, lost, lost]
+    assert desk.desk.notices[lost].lost_started_at == first_write  # the lost write stays on record
+    refused = desk.fails(d.Inspect(desk.at(), lost, landed=False), ErrorCode.CONFLICT)
+    assert "never written a third time" in refused.detail
+    desk.ok(d.Inspect(desk.at(), lost, landed=True))  # it may still be confirmed
+    assert desk.state(lost) is S.DELIVERED
+    desk.fails(d.Inspect(desk.at(), landed, landed=False), ErrorCode.CONFLICT)  # delivered is never lost
+
+
+def test_rule5_a_declared_loss_is_refused_unless_the_write_is_unconfirmed_and_may_still_be_owed() -> None:
+    """Only an `unconfirmed` write can be declared lost: a delivered one landed, a failed one sent no byte and
+    stays rejected; an expired notice and a full queue refuse it with their own codes."""
+    desk = Desk(attrs.evolve(DEFAULT_LIMITS, queued_per_agent=2))
+    ok = desk.submit(1)
+    desk.write(ok)
+    desk.fails(d.Inspect(desk.at(), ok, landed=False), ErrorCode.CONFLICT)
+    failed = desk.submit(2)
+    desk.write(failed, d.WriteResult.FAILED)
+    desk.ok(d.Inspect(desk.at(), failed, landed=False))
+    assert desk.state(failed) is S.REJECTED and desk.writes == [ok, failed]
+    late = desk.submit(3, expires_at=desk.now + 60_000)
+    desk.write(late, d.WriteResult.UNCERTAIN)
+    desk.at(60_000)
+    desk.fails(d.Inspect(desk.at(), late, landed=False), ErrorCode.EXPIRED)
+    desk.fails(d.Inspect(desk.at(), "t1/none/question", landed=False), ErrorCode.NOT_FOUND)
+    other = desk.submit(4)
+    desk.write(other, d.WriteResult.UNCERTAIN)
+    desk.submit(5)
+    desk.submit(6)  # the session holds queued_per_agent unsent notices now
+    desk.fails(d.Inspect(desk.at(), other, landed=False), ErrorCode.BOUND_EXCEEDED, "queued_per_agent")
+    assert desk.state(other) is S.UNCONFIRMED and desk.writes == [ok, failed, late, other]
+
+
+def test_rule5_a_loss_declared_while_its_team_is_paused_waits_held() -> None:
+    desk = Desk()
+    lost = desk.submit(1)
+    desk.write(lost, d.WriteResult.UNCERTAIN)
+    desk.ok(d.Hold(desk.at(), "t1"))
     desk.ok(d.Inspect(desk.at(), lost, landed=False))
-    assert (desk.state(landed), desk.state(lost)) == (S.DELIVERED, S.REJECTED)
-    assert desk.writes == [landed, lost]
+    assert desk.state(lost) is S.HELD
+    desk.ok(d.Release(desk.at(), "t1"))
+    assert desk.state(lost) is S.QUEUED
+    desk.write(lost)
+    assert desk.writes == [lost, lost] and desk.state(lost) is S.DELIVERED
+
+
+def test_rule5_a_rewrite_is_suppressed_like_any_unsent_notice_and_restart_leaves_it_owed() -> None:
+    """A declared loss makes the notice unsent again: the member's read withdraws it before its rewrite, and a
+    restart resumes it (known-unsent work) rather than losing it."""
+    desk = Desk()
+    read, resumed = desk.submit(1), desk.submit(2)
+    desk.write(read, d.WriteResult.UNCERTAIN)
+    desk.write(resumed, d.WriteResult.UNCERTAIN)
+    desk.ok(d.Inspect(desk.at(), read, landed=False))
+    desk.ok(d.Inspect(desk.at(), resumed, landed=False))
+    desk.ok(d.InboxRead(desk.at(), (read,)))
+    assert desk.state(read) is S.WITHDRAWN and desk.desk.notices[read].lost_at is not None
+    desk.ok(d.Restart(desk.at()))
+    assert desk.state(resumed) is S.QUEUED
+    desk.write(resumed)
+    assert desk.writes == [read, resumed, resumed]
+
+
+def test_invariants_catch_a_rewrite_without_a_declared_loss() -> None:
+    """D1 is production code: a desk that queued a written notice again without the owner's declaration, or
+    wrote it twice, is caught."""
+    desk = Desk()
+    n = desk.submit(1)
+    desk.write(n, d.WriteResult.UNCERTAIN)
+    before = desk.desk
+    notice = before.notices[n]
+    sneaky = attrs.evolve(notice, state=S.QUEUED, reason=R.PRESSURE, started_at=None, seen_at=None)
+    after = attrs.evolve(before, notices=before.notices.set(n, sneaky))
+    assert any(code == "D1" for code, _ in transition_violations(before, after))
+    forged = attrs.evolve(sneaky, lost_at=desk.now, lost_started_at=notice.started_at)
+    forged_desk = attrs.evolve(before, notices=before.notices.set(n, forged))
+    outcome: Accepted[d.Desk] = Accepted(forged_desk, None, (), ())
+    assert any(code == "D1" for code, _ in effect_violations(before, d.Tick(desk.now), outcome))
+    twice = attrs.evolve(notice, lost_at=None, lost_started_at=notice.started_at)
+    unrecorded = attrs.evolve(before, notices=before.notices.set(n, twice))
+    assert any(code == "D1" for code, _ in desk_violations(unrecorded))
 
 
 def test_rule5_a_write_that_never_reports_times_out_unconfirmed() -> None:
