@@ -846,6 +846,54 @@ def d1_written_again(broken: bool) -> list[Violation]:
     )
 
 
+def _rewritten(**changes: Any) -> d.Desk:
+    """agent3's delivered introduction as after an owner's declared loss and its one rewrite: the lost write
+    began at T-2 and was declared lost at T-1; the rewrite began at T (its recorded start)."""
+    notice = world().desk.notices[INTRO3]
+    assert notice.started_at is not None
+    lost = {"lost_at": notice.started_at - 1, "lost_started_at": notice.started_at - 2}
+    return _notice(world().desk, INTRO3, **{**lost, **changes})
+
+
+@case("D1")
+def d1_a_lost_write_nobody_declared(broken: bool) -> list[Violation]:
+    return _desk_state(_rewritten(lost_at=None) if broken else _rewritten())
+
+
+@case("D1")
+def d1_declared_lost_without_an_earlier_write(broken: bool) -> list[Violation]:
+    return _desk_state(_rewritten(lost_started_at=None) if broken else _rewritten())
+
+
+@case("D1")
+def d1_written_again_before_the_loss_was_declared(broken: bool) -> list[Violation]:
+    started = world().desk.notices[INTRO3].started_at
+    assert started is not None
+    if not broken:
+        return _desk_state(_rewritten())
+    return _desk_state(_rewritten(lost_at=started + 1, lost_started_at=started - 2))
+
+
+@case("D1")
+def d1_the_record_of_a_lost_write_changed(broken: bool) -> list[Violation]:
+    before = _rewritten()
+    started = before.notices[INTRO3].lost_started_at
+    assert started is not None
+    after = _notice(before, INTRO3, lost_started_at=started - 1) if broken else before
+    return di.step_violations(before, d.Tick(world().now), Accepted(after))
+
+
+@case("D1")
+def d1_writable_again_without_a_declared_loss(broken: bool) -> list[Violation]:
+    """The real step of a declared loss, valid for the owner's Inspect(landed=False); the same change
+    reported for any other command is a rewrite nobody allowed."""
+    before = _notice(world().desk, INTRO3, state=S.UNCONFIRMED, reason=None)
+    declared = d.Inspect(world().now, INTRO3, landed=False)
+    outcome = d.step(before, declared, DEFAULT_LIMITS)
+    assert isinstance(outcome, Accepted) and outcome.state.notices[INTRO3].lost_at is not None, outcome
+    return di.step_violations(before, d.Tick(world().now) if broken else declared, outcome)
+
+
 @case("D11")
 def d11_notice_changed_what_it_is(broken: bool) -> list[Violation]:
     if broken:
