@@ -331,7 +331,81 @@ def export(
     show(opts, result, output.show_mapping)
 
 
+@team_app.command(short_help=TEAM_OTHERS["delete"])
+def delete(
+    ctx: typer.Context,
+    *,
+    team: TeamOpt = None,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+) -> None:
+    """Delete an archived team for good, with the daemon stopped, once `export` wrote a backup of all of its
+    ledger (refused otherwise, with the code of the step missing: stop_daemon_first, archive_first or
+    export_first). Frees its slot in the teams bound; its board is kept aside."""
+    from harness.io.daemon import now_ms
+    from harness.io.ledger_runner import CleanupRefused, delete_team
+
+    opts = _opts(ctx, json_out, home, None, team=team)
+    if not opts.team:
+        usage(opts, "'delete' needs --team TEAM_ID")
+    try:
+        result = delete_team(homes.resolve_home(opts.home), opts.team, now_ms())
+    except CleanupRefused as error:
+        fail(opts, output.PROTOCOL_ERROR, error.code, error.detail)
+    show(opts, result, output.show_mapping)
+
+
 # --- harness daemon -----------------------------------------------------------------------------------------
+
+
+@daemon_app.command()
+def prune(
+    before: Annotated[
+        str, typer.Option("--before", help="Date (YYYY-MM-DD, or ISO date and time; UTC unless it says).")
+    ],
+    backup: Annotated[
+        Path | None,
+        typer.Option("--backup", help="New file for the backup (default: in the data directory)."),
+    ] = None,
+    home: HomeOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """With the daemon stopped: write a backup of this machine's delivery desk, then drop its finished
+    delivery records last changed before DATE. Never the receipt of a writing, unconfirmed, queued or held
+    notice, nor of one a team still owes (it keeps a restart from delivering that notice twice)."""
+    import trio
+
+    from harness.io.daemon import limits_from_env, now_ms
+    from harness.io.desk_runner import prune_desk
+    from harness.io.ledger_runner import CleanupRefused
+
+    opts = Options().merge(json_out, home, None, None)
+    cutoff = _utc_ms(opts, before)
+    home_dir = homes.resolve_home(home)
+    now = now_ms()
+    try:
+        if backup is None:
+            (home_dir / "backups").mkdir(mode=homes.PRIVATE_DIR_MODE, exist_ok=True)
+            backup = home_dir / "backups" / f"desk-{now}.json"
+        result = trio.run(prune_desk, home_dir, limits_from_env(), cutoff, backup, now)
+    except CleanupRefused as error:
+        fail(opts, output.PROTOCOL_ERROR, error.code, error.detail)
+    except (FileExistsError, ValueError, homes.HomeError) as error:
+        usage(opts, str(error))
+    except OSError as error:
+        fail(opts, output.PROTOCOL_ERROR, "not_found", f"cannot prune the desk in {home_dir}: {error}")
+    show(opts, result, output.show_mapping)
+
+
+def _utc_ms(opts: Options, text: str) -> int:
+    """--before as milliseconds since the epoch: an ISO date or date and time, UTC unless it names a zone."""
+    from datetime import UTC, datetime
+
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        usage(opts, f"--before {text!r} is not a date (YYYY-MM-DD or an ISO date and time)")
+    return int((when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp() * 1000)
 
 
 @daemon_app.command()
@@ -510,7 +584,7 @@ def doctor(
     """Check every ledger store (read-only, safe beside a running daemon); exit 1 if any is damaged. Also
     shows what the running daemon's listeners refused and dropped, and its relay link (state, last error,
     what paired machines and strangers had refused)."""
-    from harness.io.doctor import daemon_listeners, inspect_data_dir
+    from harness.io.doctor import daemon_listeners, inspect_data_dir, over_limit_lines
 
     opts = Options().merge(json_out, home, None, None)
     home_dir = homes.resolve_home(home)
@@ -529,6 +603,8 @@ def doctor(
         remote = daemon.get("remote")
         if isinstance(remote, dict):
             print(output.shown(_relay_line(remote)))
+        for line in over_limit_lines(daemon):
+            print(output.shown(line))
         for store in report["stores"]:  # type: ignore[attr-defined]
             damage = store.get("damage")
             what = store.get("teamId") or store.get("kind")
@@ -579,15 +655,6 @@ def _register_check() -> None:
 _register_check()
 
 
-def _register_channels() -> None:
-    from harness.cli.channels import app as channels_app
-
-    app.add_typer(channels_app, name="channels", help=TOP["channels"])
-
-
-_register_channels()
-
-
 def _register_selfedit() -> None:
     from harness.cli.selfedit import selfedit_command
 
@@ -604,3 +671,12 @@ def _register_eval() -> None:
 
 
 _register_eval()
+
+
+def _register_channels() -> None:
+    from harness.cli.channels import app as channels_app
+
+    app.add_typer(channels_app, name="channels", help=TOP["channels"])
+
+
+_register_channels()

@@ -56,6 +56,7 @@ TOP: dict[str, str] = {
 TEAM_OTHERS: dict[str, str] = {
     "watch": "Read-only live view: roster, exchanges, the selected one in full.",
     "export": "Write a consistent backup of the team's ledger (safe beside a running daemon).",
+    "delete": "Delete an archived team, once exported, while the daemon is stopped (frees its slot).",
 }
 FIRST_STEPS = """\
 First team, on one machine:

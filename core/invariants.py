@@ -24,9 +24,7 @@ Violation = tuple[str, str]
 
 def ledger_violations(ledger: Ledger, limits: Limits = DEFAULT_LIMITS) -> list[Violation]:
     """Every state invariant (T1-T9) that `ledger` breaks."""
-    found: list[Violation] = []
-    if len(ledger.teams) > limits.teams:
-        found.append(("T1", f"{len(ledger.teams)} teams retained; bound {limits.teams}"))
+    found: list[Violation] = [("T1", detail) for _amount, detail in bound_excess(ledger, limits).values()]
     for team_id, team in ledger.teams.items():
         if team.id != team_id:
             found.append(("T9", f"team {team.id!r} filed under {team_id!r}"))
@@ -36,7 +34,6 @@ def ledger_violations(ledger: Ledger, limits: Limits = DEFAULT_LIMITS) -> list[V
 
 def team_violations(team: Team, limits: Limits = DEFAULT_LIMITS) -> list[Violation]:
     found: list[Violation] = []
-    found.extend(_bounds(team, limits))
     found.extend(_answers(team))
     found.extend(_parents(team, limits))
     found.extend(_indexes(team))
@@ -55,7 +52,7 @@ def step_violations(
     if isinstance(outcome, Rejected):
         return []  # T10 holds by construction: a Rejected carries no state to differ from `before`
     after = outcome.state
-    found = ledger_violations(after, limits)
+    found = _new_violations(before, ledger_violations(after, limits), after, limits)
     for team_id, old in before.teams.items():
         new = after.teams.get(team_id)
         if new is None:
@@ -80,6 +77,19 @@ def step_violations(
     return found
 
 
+def _new_violations(before: Ledger, found: list[Violation], after: Ledger, limits: Limits) -> list[Violation]:
+    """T1 as a step sees it: no step takes anything over a bound, or further over one. A bound lowered below
+    what a team already holds (HARNESS_LIMITS at a restart) leaves the team over it, which refuses new work
+    of that kind but is not corrupt: an excess the step found and did not grow is inherited, not broken."""
+    held = bound_excess(before, limits)
+    grown = {
+        detail
+        for subject, (amount, detail) in bound_excess(after, limits).items()
+        if amount > held.get(subject, (0, ""))[0]
+    }
+    return [violation for violation in found if violation[0] != "T1" or violation[1] in grown]
+
+
 def check_step(
     before: Ledger,
     command: TeamCommand,
@@ -91,33 +101,55 @@ def check_step(
         raise ProtocolViolation(invariant, detail)
 
 
-def _bounds(team: Team, limits: Limits) -> Iterable[Violation]:
+def bound_excess(ledger: Ledger, limits: Limits = DEFAULT_LIMITS) -> dict[str, tuple[int, str]]:
+    """T1's findings: what is over a bound, by subject, with how far it reaches (a count, or 1 for a record
+    over a size bound) and the violation's detail. `harness doctor` lists them for a daemon's limits."""
+    excess: dict[str, tuple[int, str]] = {}
+    if len(ledger.teams) > limits.teams:
+        excess["teams"] = (len(ledger.teams), f"{len(ledger.teams)} teams retained; bound {limits.teams}")
+    for team in ledger.teams.values():
+        for subject, amount, detail in _excess(team, limits):
+            excess[f"{team.id}/{subject}"] = (amount, detail)
+    return excess
+
+
+def _excess(team: Team, limits: Limits) -> Iterable[tuple[str, int, str]]:
+    """(subject, amount, detail) of every bound of section 5 that `team` is over under `limits`."""
     if len(team.member_order) > limits.memberships:
-        yield "T1", f"team {team.id!r} retains {len(team.member_order)} memberships"
+        yield (
+            "memberships",
+            len(team.member_order),
+            f"team {team.id!r} retains {len(team.member_order)} memberships",
+        )
     if len(team.exchange_order) > limits.exchanges:
-        yield "T1", f"team {team.id!r} retains {len(team.exchange_order)} exchanges"
+        yield (
+            "exchanges",
+            len(team.exchange_order),
+            f"team {team.id!r} retains {len(team.exchange_order)} exchanges",
+        )
     open_by_sender = Counter(
         exchange.from_ for exchange in team.exchanges.values() if exchange.state is QuestionState.OPEN
     )
     for sender, count in open_by_sender.items():
         if count > limits.pending_per_sender:
-            yield "T1", f"{sender!r} has {count} open questions"
+            yield f"pending_per_sender/{sender}", count, f"{sender!r} has {count} open questions"
     for exchange in team.exchanges.values():
         if len(exchange.text) > limits.question_chars or len(exchange.context or "") > limits.context_chars:
-            yield "T1", f"exchange {exchange.id!r} exceeds a text bound"
+            yield f"text/{exchange.id}", 1, f"exchange {exchange.id!r} exceeds a text bound"
         if not limits.ttl_min_ms <= exchange.ttl_ms <= limits.ttl_max_ms:
-            yield "T1", f"exchange {exchange.id!r} has ttl {exchange.ttl_ms}"
+            yield f"ttl/{exchange.id}", 1, f"exchange {exchange.id!r} has ttl {exchange.ttl_ms}"
         answer = exchange.answer
         if answer is not None and (
             len(answer.text) > limits.answer_chars
             or len(answer.evidence) > limits.evidence_refs
             or any(len(ref) > limits.evidence_ref_chars for ref in answer.evidence)
         ):
-            yield "T1", f"answer to {exchange.id!r} exceeds a bound"
+            yield f"answer/{exchange.id}", 1, f"answer to {exchange.id!r} exceeds a bound"
     if len(team.recent_asks) > limits.asks_per_minute:
-        yield "T1", f"team {team.id!r} counts {len(team.recent_asks)} asks in its rate window"
+        count = len(team.recent_asks)
+        yield "asks_per_minute", count, f"team {team.id!r} counts {count} asks in its rate window"
     elif team.recent_asks and team.recent_asks[-1] - team.recent_asks[0] >= MINUTE_MS:
-        yield "T1", f"team {team.id!r} keeps asks older than its rate window"
+        yield "rate_window", 1, f"team {team.id!r} keeps asks older than its rate window"
 
 
 def _answers(team: Team) -> Iterable[Violation]:

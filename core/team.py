@@ -15,6 +15,7 @@ import enum
 import re
 from collections.abc import Callable, Mapping
 
+import attrs
 from immutables import Map
 
 from .commands import (
@@ -68,6 +69,7 @@ from .values import replace
 
 E = ErrorCode
 Q = QuestionState
+S = DeliveryState
 T = TeamState
 
 
@@ -169,6 +171,38 @@ def step(
     return _commit(ledger, team, outcome)
 
 
+# The bounds that only admit new work (section 5 with an error, and the desk's). A journal entry was admitted
+# once, under the limits of its day; replaying it must not ask again, or a bound lowered since
+# (HARNESS_LIMITS at a restart) would refuse the store's own history and stop it as corrupt. What limits
+# decide beyond admission (the default ttl, expiry, write timing) is kept, so replay rebuilds the same state.
+ADMISSION_BOUNDS = (
+    "teams",
+    "memberships",
+    "exchanges",
+    "pending_per_sender",
+    "asks_per_minute",
+    "parent_chain",
+    "question_chars",
+    "context_chars",
+    "answer_chars",
+    "evidence_refs",
+    "evidence_ref_chars",
+    "name_chars",
+    "id_chars",
+    "ttl_max_ms",
+    "notice_bytes",
+    "queued_per_agent",
+    "delivery_records",
+)
+_UNBOUNDED = 2**62
+
+
+def replay_limits(limits: Limits) -> Limits:
+    """`limits` with every admission bound lifted: what a replay of accepted commands steps with."""
+    lifted = {name: _UNBOUNDED for name in ADMISSION_BOUNDS}
+    return attrs.evolve(limits, ttl_min_ms=0, **lifted)
+
+
 def next_deadline(team: Team) -> int | None:
     """When the shell must send the next Tick for this team."""
     return team.open_deadlines[0][0] if team.open_deadlines else None
@@ -241,6 +275,33 @@ def _commit(ledger: Ledger, before: Team, outcome: Accepted[Team]) -> Accepted[L
 
 def introduction_notice(team: Team, member: Membership, limits: Limits) -> SubmitNotice:
     return _notice(team, member.id, NoticeKind.INTRODUCTION, member, member.joined_at + limits.notice_ttl_ms)
+
+
+# Joins a membership id and the time of a fresh introduction in its notice id's subject (`t1/mem2~T/...`):
+# ids never hold it, so the membership is always recoverable, and the id is new, so no desk takes it for
+# the first introduction it may hold as `expired`.
+REINTRODUCED = "~"
+
+
+def reintroductions(
+    team: Team, machine_id: str, agent_id: str, at: int, limits: Limits
+) -> tuple[SubmitNotice, ...]:
+    """A fresh introduction of the active membership of `team` that agent `machine_id`/`agent_id` holds, for
+    when that agent attaches: its first introduction expires `notice_ttl_ms` after it joined (seed: 24 h),
+    perhaps before the agent ever ran, and an agent started again has lost what it was told. Not recorded
+    in the ledger (it changes no team state) and so never restated; nothing for an archived team."""
+    if team.state is T.ARCHIVED:
+        return ()
+    return tuple(
+        replace(
+            introduction_notice(team, member, limits),
+            notice_id=notice_id(team.id, f"{member.id}{REINTRODUCED}{at}", NoticeKind.INTRODUCTION),
+            expires_at=at + limits.notice_ttl_ms,
+        )
+        for member_id in team.member_order
+        if (member := team.members[member_id]).state is MembershipState.ACTIVE
+        and (member.machine_id, member.agent_id) == (machine_id, agent_id)
+    )
 
 
 def question_notice(team: Team, exchange: Exchange) -> SubmitNotice:
@@ -791,10 +852,11 @@ def _record_delivery(
     _team_id, subject_id, kind = parsed
     view = DeliveryView(command.state, command.reason, command.at)
     if kind is NoticeKind.INTRODUCTION:
-        member = team.members.get(subject_id)
+        member = team.members.get(subject_id.partition(REINTRODUCED)[0])
         if member is None:
             return reject(E.NOT_FOUND, f"no membership {subject_id!r}")
-        if member.introduction is not None and _same_view(member.introduction, view):
+        seen = member.introduction
+        if seen is not None and (_same_view(seen, view) or _hides_a_write(seen, view)):
             return unchanged(team, member)
         member = replace(member, introduction=view)
         return Accepted(replace(team, members=team.members.set(member.id, member)), member)
@@ -813,6 +875,16 @@ def _record_delivery(
 
 def _same_view(a: DeliveryView, b: DeliveryView) -> bool:
     return (a.state, a.reason) == (b.state, b.reason)
+
+
+_WRITTEN = frozenset(state.value for state in (S.DELIVERED, S.ACCEPTED, S.READ))
+
+
+def _hides_a_write(seen: DeliveryView, report: DeliveryView) -> bool:
+    """A re-introduced member has two introductions, each reported (again after every desk restart): the
+    first one's `expired` never hides that the fresh one went in. No notice goes from these states to
+    `expired`, so this changes nothing for a member introduced once."""
+    return report.state == S.EXPIRED.value and seen.state in _WRITTEN
 
 
 Handler = Callable[[Team, TeamCommand, Membership | None, Limits], TeamOutcome]

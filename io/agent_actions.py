@@ -1,13 +1,19 @@
 # The owner's `agent_*` RPC actions over this machine's agent registry (io/agents.py), with what the desk
-# last saw of an agent's terminal. Apart from the team actions: they touch no ledger.
+# last saw of an agent's terminal. Apart from the team actions: they change no ledger. Registering an agent
+# (`agent attach`/`start`) hands its desk a fresh introduction of each team it is an active member of.
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
 
+from harness.core.delivery import UNSENT
 from harness.core.limits import Limits
+from harness.core.records import NoticeKind
+from harness.core.team import reintroductions
 from harness.io.agents import AgentError, AgentRegistry, entry_view
+from harness.io.delivery_router import DeliveryRouter
 from harness.io.desk_runner import DeskRunner
+from harness.io.ledger_runner import LedgerRunner
 from harness.io.rpc import Request
 from harness.io.team_access import ActionError, Handler
 
@@ -30,12 +36,17 @@ class AgentActions:
         limits: Limits,
         clock: Callable[[], int],
         desk: DeskRunner,
+        *,
+        ledger: LedgerRunner | None = None,  # the teams owned here, and the way their notices reach a desk
+        router: DeliveryRouter | None = None,
     ) -> None:
         self.agents = agents
         self.machine_id = machine_id
         self.limits = limits
         self.clock = clock
         self.desk = desk
+        self.ledger = ledger
+        self.router = router
 
     def handlers(self) -> dict[str, Handler]:
         return {
@@ -51,7 +62,29 @@ class AgentActions:
             entry = await self.agents.register(
                 request.fields, self.clock(), limits.id_chars, limits.name_chars
             )
+        self._reintroduce(entry.agent_id)
         return entry_view(entry)
+
+    def _reintroduce(self, agent_id: str) -> None:
+        """Team.v1: introductions expire after 24 h, so an agent that attaches later would never learn its
+        command prefix: each active membership it holds in a team owned here gets a fresh introduction,
+        unless one still waits unsent on the desk (it goes in now that the agent is here)."""
+        if self.ledger is None or self.router is None:
+            return
+        ledger, at = self.ledger.durable, self.clock()
+        waiting = {
+            (notice.team_id, notice.membership_id)
+            for notice in self.desk.desk.notices.values()
+            if notice.kind is NoticeKind.INTRODUCTION
+            and notice.agent_id == agent_id
+            and notice.state in UNSENT
+        }
+        for team in ledger.teams.values():
+            if team.id in self.ledger.unavailable:  # stopped (damaged or unwritable): it speaks for nobody
+                continue
+            for notice in reintroductions(team, self.machine_id, agent_id, at, self.limits):
+                if (notice.team_id, notice.membership_id) not in waiting:
+                    self.router.route(ledger, notice, at)
 
     async def list_agents(self, request: Request) -> object:
         with _agent_errors():

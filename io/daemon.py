@@ -223,7 +223,15 @@ class Daemon:
                 **TeamActions(self._access, router, self.home, boards.follow).handlers(),
                 **boards.handlers(),
                 **TeamReads(self._access, router).handlers(),
-                **AgentActions(self.agents, self.machine_id, self.limits, self.clock, desk).handlers(),
+                **AgentActions(
+                    self.agents,
+                    self.machine_id,
+                    self.limits,
+                    self.clock,
+                    desk,
+                    ledger=self.ledger,
+                    router=router,
+                ).handlers(),
                 "daemon_status": self._daemon_status,
             }
         )
@@ -324,6 +332,7 @@ class Daemon:
             "listeners": listeners,
             "remote": None if self.node is None else self.node.view(),
             "traces": self.traces.view(),
+            "overLimits": self.ledger.over_limits(),  # teams holding more than a bound lowered since
         }
 
 

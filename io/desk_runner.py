@@ -43,6 +43,7 @@ from harness.core.limits import DEFAULT_LIMITS, Limits
 from harness.core.outcome import Accepted, reject
 from harness.core.records import NoticeKind
 from harness.core.system import refused_reason
+from harness.core.team import replay_limits
 from harness.core.terminal_text import terminal_safe
 from harness.io.journal import CheckpointPolicy, JournalStore, Recovery, StoreError, delivery_store_dir
 from harness.io.profiles import squash
@@ -141,11 +142,10 @@ def replay_desk(machine_id: str, recovery: Recovery, limits: Limits) -> d.Desk:
         command = desk_command_from_json(entry.body)
         if isinstance(command, Rejected):
             raise ReplayError(f"journal entry {entry.seq} is not a desk command: {command.detail}")
-        outcome = d.step(desk, command, limits)
+        outcome = d.step(desk, command, replay_limits(limits))  # admitted under the limits of its day
         if isinstance(outcome, Rejected):
             raise ReplayError(
-                f"journal entry {entry.seq} was refused on replay ({outcome.code}: {outcome.detail}); "
-                "were the limits changed since it was accepted?"
+                f"journal entry {entry.seq} was refused on replay ({outcome.code}: {outcome.detail})"
             )
         desk = outcome.state
     return desk
@@ -576,3 +576,101 @@ def _report_of(
     team_id: str, notice_id: str, state: d.DeliveryState, reason: d.Reason | None
 ) -> DeliveryReport:
     return DeliveryReport(team_id, notice_id, state.value, None if reason is None else reason.value)
+
+
+# --- a person's desk prune (explicit cleanup; the seed rules out background retention deletion) -------------
+
+# Records nothing more happens to. The receipt of a `writing` or `unconfirmed` notice is the evidence that
+# prevents a second write, and queued or held ones are work still owed: those are never pruned, nor any state
+# not listed here.
+PRUNABLE = frozenset(
+    {
+        d.DeliveryState.DELIVERED,
+        d.DeliveryState.ACCEPTED,
+        d.DeliveryState.READ,
+        d.DeliveryState.REJECTED,
+        d.DeliveryState.WITHDRAWN,
+        d.DeliveryState.EXPIRED,
+    }
+)
+
+
+def _owed_here(home: Path, limits: Limits) -> tuple[set[str], set[str]]:
+    """The notice ids the teams owned here still owe (a restatement would submit them again, so their
+    receipts must stay), and the teams whose owed notices are known: those owned here and readable, and
+    those deleted here. A team owned on a paired machine, or unreadable here, is not known: all its records
+    stay."""
+    from harness.core.team import owed_notices
+    from harness.io import home as homes
+    from harness.io.journal import CorruptState, ledgers_dir, scan_store_consistent
+    from harness.io.ledger_runner import ReplayError, replay
+
+    owed: set[str] = set()
+    known = set(homes.deleted_teams(home))
+    root = ledgers_dir(home)
+    for team_id in sorted(path.name for path in root.iterdir() if path.is_dir()) if root.is_dir() else ():
+        known.discard(team_id)  # deleted, then created again: only its ledger says what it owes
+        try:
+            team, _ = replay(team_id, scan_store_consistent(root / team_id).recovery, limits)
+        except (CorruptState, ReplayError):
+            continue
+        known.add(team_id)
+        if team is not None:
+            owed.update(notice.notice_id for notice in owed_notices(team, limits))
+    return owed, known
+
+
+async def prune_desk(home: Path, limits: Limits, before: int, backup: Path, now: int) -> dict[str, object]:
+    """`harness daemon prune --before DATE`, while no daemon runs: write a backup of the whole desk store to
+    `backup` first, then drop the records `PRUNABLE` and last changed before `before` (ms) whose notice no
+    team owned (or deleted) here still owes and no session names. The pruned desk is a checkpoint after one
+    `Restart` (what the daemon's next start records anyway), so replay rebuilds exactly it."""
+    from harness.io import home as homes
+    from harness.io.doctor import export_store
+    from harness.io.ledger_runner import CleanupRefused, daemon_stopped
+
+    with daemon_stopped(home):
+        directory = delivery_store_dir(home)
+        if not directory.is_dir():
+            raise CleanupRefused(ErrorCode.NOT_FOUND.value, f"this machine has no delivery desk in {home}")
+        exported = export_store(directory, backup)
+        owed, known = _owed_here(home, limits)
+        store, recovery = await JournalStore.open(directory)
+        try:
+            desk = replay_desk(homes.machine_id(home), recovery, limits)
+            named = {
+                notice_id
+                for session in desk.sessions.values()
+                for notice_id in (
+                    *session.queue,
+                    *session.held,
+                    session.writing,
+                    *(t[1] for t in session.timers),
+                )
+            }
+            gone = [
+                notice.id
+                for notice in desk.notices.values()
+                if notice.state in PRUNABLE
+                and notice.updated_at < before
+                and notice.team_id in known
+                and notice.id not in owed
+                and notice.id not in named
+            ]
+            if gone:
+                command = d.Restart(max(now, _last_at(desk)))
+                restarted = d.step(desk, command, limits)
+                assert isinstance(restarted, Accepted)
+                seq = await store.append(desk_command_to_json(command))
+                notices = restarted.state.notices
+                for notice_id in gone:
+                    notices = notices.delete(notice_id)
+                await store.checkpoint(seq, to_json(attrs.evolve(restarted.state, notices=notices)))
+        finally:
+            await store.aclose()
+    return {
+        "backup": exported["out"],
+        "before": before,
+        "pruned": len(gone),
+        "kept": len(desk.notices) - len(gone),
+    }

@@ -1,17 +1,19 @@
 # Read-only health checks and backups of the ledger stores, for `harness doctor` and `harness team export`.
 # Before anyone repairs a damaged store by hand they need to see exactly what is wrong (file, byte offset)
 # and keep a copy; neither step may change a byte, so nothing here opens a store for writing or takes its
-# lock, and readers tolerate a daemon compacting beside them. The doctor also shows what a running daemon's
-# listeners refused and dropped, so an attack on them (or a misbehaving client) is visible.
+# lock (an export only notes itself in the data directory), and readers tolerate a daemon compacting beside
+# them. The doctor also shows what a running daemon's listeners refused and dropped, so an attack on them (or
+# a misbehaving client) is visible, and which teams hold more than its limits allow new work to add.
 from __future__ import annotations
 
 import json
 from pathlib import Path
 from typing import Final
 
+from harness.core.records import ID_PATTERN
 from harness.io.client import Client, ClientError, locate_socket
 from harness.io.fileops import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, FileOps, write_all
-from harness.io.home import read_owner_token
+from harness.io.home import read_owner_token, write_export_note
 from harness.io.journal import (
     LOCK_NAME,
     TEAMS_DIR,
@@ -161,8 +163,14 @@ def export_store(directory: Path, out: Path, *, ops: FileOps | None = None) -> d
 
 
 def export_team(data_dir: Path, team_id: str, out: Path, *, ops: FileOps | None = None) -> dict[str, object]:
-    """`export_store` of team `team_id`'s ledger under `data_dir` (`harness team --team ID export --out`)."""
-    return export_store(ledger_store_dir(data_dir, team_id), out, ops=ops)
+    """`export_store` of team `team_id`'s ledger under `data_dir` (`harness team --team ID export --out`),
+    noted in the data directory so that `team delete` can tell a current backup exists."""
+    if not ID_PATTERN.fullmatch(team_id):  # it names a directory to read and a note to write: never a path
+        raise FileNotFoundError(f"{team_id!r} is not a team id")
+    result = export_store(ledger_store_dir(data_dir, team_id), out, ops=ops)
+    note = {"out": str(out.absolute()), "lastSeq": result["lastSeq"], "bytes": result["bytes"]}
+    write_export_note(data_dir, team_id, note)
+    return result
 
 
 def daemon_listeners(data_dir: Path) -> dict[str, object]:
@@ -176,3 +184,18 @@ def daemon_listeners(data_dir: Path) -> dict[str, object]:
     except ClientError as error:
         return {"running": False, "detail": error.detail}
     return {"running": True, **status}
+
+
+def over_limit_lines(daemon: dict[str, object]) -> list[str]:
+    """One line per bound a team holds more of than the running daemon's limits (lowered since it was
+    filled): that team refuses new work of that kind and keeps everything it holds."""
+    rows = daemon.get("overLimits")
+    lines = []
+    for row in rows if isinstance(rows, list) else []:
+        whose = "the owner" if row["teamId"] is None else f"team {row['teamId']}"
+        subject = f" ({row['subject']})" if row.get("subject") else ""
+        lines.append(
+            f"{whose} is over {row['bound']}: {row['use']}/{row['limit']}{subject}; new work of that kind is "
+            f"refused, nothing held is lost. {row['advice']}"
+        )
+    return lines

@@ -29,6 +29,8 @@ SOCKET_FILE = "daemon.sock"
 KEYS_DIR = "keys"
 REMOTE_DIR = "remote"  # what this machine keeps of its pairings (io/pairing.py) and its remote gateway
 KEY_SUFFIX = ".key"
+EXPORTS_DIR = "exports"  # one note per team: the last export written (`team delete` requires a current one)
+DELETED_FILE = "deleted-teams.json"  # teams deleted here: the desk prune knows nothing owes their notices
 
 
 class HomeError(Exception):
@@ -222,3 +224,55 @@ def read_member_key(path: Path) -> str:
     if not key or len(key.split()) != 1:
         raise HomeError(f"{path} does not hold one member key")
     return key
+
+
+# --- explicit cleanup: the notes that make `team delete` and the desk prune safe --------------------------
+
+
+def export_note_path(home: Path, team_id: str) -> Path:
+    return home / EXPORTS_DIR / f"{team_id}.json"
+
+
+def write_export_note(home: Path, team_id: str, note: dict[str, Any]) -> None:
+    """Remember the export just written of team `team_id` (where, and up to which journal entry)."""
+    _private_dir(home / EXPORTS_DIR)
+    write_private_json(export_note_path(home, team_id), note)
+
+
+def read_export_note(home: Path, team_id: str) -> dict[str, Any] | None:
+    """The note of the team's last export; None if there is none or it cannot be read as one."""
+    try:
+        data = json.loads(export_note_path(home, team_id).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def remove_team_files(home: Path, team_id: str) -> None:
+    """Forget a deleted team's member key files and its export note (the export itself stays where it was
+    written: it is the person's backup)."""
+    keys = home / KEYS_DIR / team_id
+    for key_file in keys.glob(f"*{KEY_SUFFIX}") if keys.is_dir() else ():
+        key_file.unlink()
+    with contextlib.suppress(FileNotFoundError):
+        keys.rmdir()
+    with contextlib.suppress(FileNotFoundError):
+        export_note_path(home, team_id).unlink()
+
+
+def deleted_teams(home: Path) -> dict[str, int]:
+    """Team id -> when it was deleted here (ms), from DELETED_FILE; empty if there is none."""
+    try:
+        data = json.loads((home / DELETED_FILE).read_text())
+    except FileNotFoundError:
+        return {}
+    except ValueError as error:
+        raise HomeError(f"{home / DELETED_FILE} is not valid JSON: {error}") from None
+    teams = data.get("teams") if isinstance(data, dict) else None
+    if not isinstance(teams, dict) or not all(isinstance(at, int) for at in teams.values()):
+        raise HomeError(f"{home / DELETED_FILE} does not list teams")
+    return teams
+
+
+def note_deleted_team(home: Path, team_id: str, at: int) -> None:
+    write_private_json(home / DELETED_FILE, {"teams": {**deleted_teams(home), team_id: at}})

@@ -15,9 +15,11 @@
 from __future__ import annotations
 
 import contextlib
+import enum
 import json
 import os
-from collections.abc import Callable
+import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -50,9 +52,11 @@ from harness.core.errors import ErrorCode, Rejected
 from harness.core.invariants import step_violations as team_step_violations
 from harness.core.limits import DEFAULT_LIMITS, Limits
 from harness.core.outcome import Accepted, reject
-from harness.core.records import EMPTY_LEDGER, Ledger, MembershipState, Team
-from harness.core.team import next_deadline, step
+from harness.core.queries import usage
+from harness.core.records import EMPTY_LEDGER, ID_PATTERN, Ledger, MembershipState, Team, TeamState
+from harness.core.team import next_deadline, replay_limits, step
 from harness.io import home as homes
+from harness.io.fileops import FileOps
 from harness.io.journal import (
     CheckpointPolicy,
     CorruptState,
@@ -61,6 +65,7 @@ from harness.io.journal import (
     StoreError,
     ledger_store_dir,
     ledgers_dir,
+    scan_store_consistent,
 )
 from harness.io.team_delivery import DeliveryReport
 from harness.io.trace import LEDGER, TraceEmit, no_trace
@@ -210,6 +215,7 @@ def unwritable(what: str, error: BaseException) -> str:
 def replay(team_id: str, recovery: Recovery, limits: Limits) -> tuple[Team | None, int]:
     """Rebuild one team from its checkpoint and journal; also the latest command time seen."""
     ledger = EMPTY_LEDGER
+    admitted = replay_limits(limits)  # each entry was admitted under the limits of its day
     if recovery.checkpoint is not None:
         team = from_json(recovery.checkpoint, Team)
         if isinstance(team, Rejected):
@@ -222,11 +228,10 @@ def replay(team_id: str, recovery: Recovery, limits: Limits) -> tuple[Team | Non
             raise ReplayError(f"journal entry {entry.seq} is not a command: {command.detail}")
         if command.team_id != team_id:
             raise ReplayError(f"journal entry {entry.seq} belongs to team {command.team_id!r}")
-        outcome = step(ledger, command, limits)
+        outcome = step(ledger, command, admitted)
         if isinstance(outcome, Rejected):
             raise ReplayError(
-                f"journal entry {entry.seq} was refused on replay ({outcome.code}: {outcome.detail}); "
-                f"were the limits ({LIMITS_ENV}) changed since it was accepted?"
+                f"journal entry {entry.seq} was refused on replay ({outcome.code}: {outcome.detail})"
             )
         ledger = outcome.state
         last_at = max(last_at, command.at)
@@ -291,6 +296,22 @@ class LedgerRunner:
     def team(self, team_id: str) -> Team | None:
         """The durable team `team_id`, as readers see it now."""
         return self.durable.teams.get(team_id)
+
+    def over_limits(self) -> list[dict[str, object]]:
+        """What the teams hold beyond this daemon's limits (a bound lowered at a restart): per team and bound,
+        the use and the limit, for `harness doctor`. It refuses new work of that kind; nothing is lost."""
+        over: list[dict[str, object]] = []
+        durable = self.durable
+        for team_id in sorted(durable.teams):
+            uses = usage(durable, team_id, self.limits, self.clock())
+            assert not isinstance(uses, Rejected)  # the team is in the ledger
+            for use in uses:
+                if use.use > use.limit:
+                    team = None if use.bound == "teams" else team_id  # the owner's own bound
+                    row = {"teamId": team, "bound": use.bound, "use": use.use, "limit": use.limit}
+                    over.append({**row, "subject": use.subject, "advice": use.advice})
+        owners = [row for row in over if row["teamId"] is None]
+        return owners[:1] + [row for row in over if row["teamId"] is not None]
 
     def changed(self, team_id: str) -> trio.Event:
         """An event set at the team's next durable change (or when it stops)."""
@@ -464,3 +485,100 @@ class LedgerRunner:
             deadline = next_deadline(team) if team is not None and team_id not in self.unavailable else None
             if deadline is not None and team_id not in self._timers:
                 self._timers[team_id] = deadline
+
+
+# --- explicit cleanup: a person's, never background retention (the seed rules that out) --------------------
+
+
+class Missing(enum.StrEnum):
+    """The step an explicit cleanup needs first: the stable code of its refusal."""
+
+    STOP_DAEMON = "stop_daemon_first"  # cleanup works on the stores only while no daemon uses them
+    ARCHIVE = "archive_first"  # only an archived team is deleted: it owes no terminal anything
+    EXPORT = "export_first"  # only after a backup of everything the ledger holds was written
+
+
+class CleanupRefused(Exception):
+    """A cleanup refused before it changed anything; `code` is a Missing or a protocol error code."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(f"{code}: {detail}")
+        self.code = code
+        self.detail = detail
+
+
+@contextlib.contextmanager
+def daemon_stopped(home: Path) -> Iterator[None]:
+    """Hold the data directory's one-daemon lock for a cleanup: no daemon can start meanwhile."""
+    try:
+        lock = homes.lock_home(home)
+    except homes.DaemonRunning as error:
+        detail = f"{error}; stop it first (harness daemon stop --home {home})"
+        raise CleanupRefused(Missing.STOP_DAEMON, detail) from None
+    except OSError as error:
+        raise CleanupRefused(E.NOT_FOUND.value, f"cannot use the data directory {home}: {error}") from None
+    try:
+        yield
+    finally:
+        os.close(lock)
+
+
+def _current_export(home: Path, team_id: str, directory: Path, last_seq: int) -> str:
+    """Where the export that holds every entry of the team's ledger is; refused when there is none."""
+    export = f"harness team --home {home} --team {team_id} export --out FILE"
+    note = homes.read_export_note(home, team_id)
+    if note is None or not isinstance(note.get("out"), str):
+        raise CleanupRefused(
+            Missing.EXPORT, f"no export of team {team_id!r} was written: {export}, then delete"
+        )
+    out = Path(note["out"])
+    try:
+        document = json.loads(out.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise CleanupRefused(Missing.EXPORT, f"the export {out} cannot be read ({error}): {export}") from None
+    held = document.get("lastSeq") if isinstance(document, dict) else None
+    source = document.get("source") if isinstance(document, dict) else None
+    if held != last_seq or source is None or Path(str(source)).absolute() != directory.absolute():
+        detail = f"the export {out} holds entry {held} of the ledger, which has {last_seq}: {export}"
+        raise CleanupRefused(Missing.EXPORT, detail)
+    return str(out)
+
+
+def delete_team(home: Path, team_id: str, now: int) -> dict[str, object]:
+    """`harness team --team T delete`: remove an archived team's ledger and key files, once an export of all
+    of it was written, while no daemon runs. The team's board is moved aside as a replaced generation would
+    be (it is not in the export); its desk records stay until a desk prune, which then knows nothing owes
+    them. Frees the team's slot in the `teams` bound."""
+    from harness.io.board_runner import board_store_dir, replaced_dir  # it imports this module
+
+    if not ID_PATTERN.fullmatch(team_id):  # it names directories to remove: never a path
+        raise CleanupRefused(E.BAD_REQUEST.value, f"{team_id!r} is not a team id")
+    with daemon_stopped(home):
+        directory = ledger_store_dir(home, team_id)
+        if not directory.is_dir():
+            raise CleanupRefused(E.NOT_FOUND.value, f"no ledger of team {team_id!r} in {home}")
+        try:
+            recovery = scan_store_consistent(directory).recovery
+            team, _ = replay(team_id, recovery, DEFAULT_LIMITS)  # only its state matters here
+            homes.deleted_teams(home)  # readable, before anything changes
+        except (CorruptState, ReplayError, homes.HomeError) as error:
+            raise CleanupRefused(E.CORRUPT_STATE.value, f"{directory}: {error}") from None
+        if team is None or team.state is not TeamState.ARCHIVED:
+            state = "empty" if team is None else team.state.value
+            detail = f"team {team_id!r} is {state}: archive it first (harness team --team {team_id} archive)"
+            raise CleanupRefused(Missing.ARCHIVE, detail)
+        export = _current_export(home, team_id, directory, recovery.last_seq)
+        homes.note_deleted_team(home, team_id, now)  # first: a prune trusts it only once the ledger is gone
+        shutil.rmtree(directory)
+        FileOps().fsync_dir(directory.parent)  # gone for good before anything else is
+        board, aside = board_store_dir(home, team_id), replaced_dir(home, team_id, team.created_at)
+        if board.is_dir():
+            aside.parent.mkdir(mode=homes.PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+            board.rename(aside)
+        homes.remove_team_files(home, team_id)
+    return {
+        "deleted": team_id,
+        "export": export,
+        "lastSeq": recovery.last_seq,
+        "board": str(aside) if aside.is_dir() else None,
+    }

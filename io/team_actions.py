@@ -131,10 +131,22 @@ class TeamActions:
         )
         if new_id in self.access.ledger.unavailable:
             raise ActionError(E.CORRUPT_STATE.value, self.access.ledger.unavailable[new_id], new_id)
+        self._refuse_deleted_id(new_id)
         team = await self.access.run(CreateTeam(0, new_id, request.text("name"), members), new_id)
         assert isinstance(team, Team)
         await self._roster_changed(team)
         return team_view(team)
+
+    def _refuse_deleted_id(self, new_id: str) -> None:
+        """A team deleted here (`team delete`) leaves its notice receipts on the desk, and its notice ids are
+        derived from the team id: a new team under that id would find its introductions taken as known."""
+        try:
+            deleted = new_id in homes.deleted_teams(self.home)
+        except homes.HomeError as error:
+            raise ActionError(E.CORRUPT_STATE.value, str(error), new_id) from None
+        if deleted:
+            detail = f"team id {new_id!r} belonged to a team deleted here; choose another id"
+            raise ActionError(E.CONFLICT.value, detail, new_id)
 
     async def get(self, request: Request) -> object:
         return team_view(self.access.team(request))
