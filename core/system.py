@@ -1,7 +1,8 @@
 # The owner's ledger and every machine's delivery desk composed into one pure value, with the routing the
 # daemons do between them (team effects -> desk commands, desk reports -> team RecordDelivery) made
-# deterministic. The model checker and the stateful tests explore this; the trio daemon does the same routing
-# through its `team_delivery` interface, so a routing bug found here is a routing bug there.
+# deterministic. The model checker and the stateful tests explore this; the effects go to their desks by
+# core/routing.py `route`, the very function the daemon's delivery router runs, so a routing bug found here
+# is a routing bug there.
 #
 # A machine can be `remote`: its desk is reached only through a link (the sealed relay between daemons). Then
 # the owner's requests for it leave the step as `ToDesk` and its desk's reports leave as `ToOwner`, and the
@@ -10,7 +11,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
 
 import attrs
@@ -31,8 +32,9 @@ from .records import (
     MembershipState,
     NoticeKind,
     QuestionState,
-    TeamState,
 )
+from .routing import Known, Route, Translate
+from .routing import route as route_effects
 from .team import step as team_step
 from .terminal_text import terminal_safe
 
@@ -128,8 +130,12 @@ _WITHDRAW_REASON = {
 }
 
 
+# The routing `step_system` runs: core/routing.py `route`, or a mutant of it (models/mutants.py).
+Router = Callable[[Ledger, Iterable[object], Known, Translate], tuple[Route, ...]]
+
+
 def step_system(
-    system: System, action: Action, limits: Limits = DEFAULT_LIMITS
+    system: System, action: Action, limits: Limits = DEFAULT_LIMITS, route: Router = route_effects
 ) -> Accepted[System] | Rejected:
     """Apply one team or desk command, then route every effect it causes until the system is quiet.
 
@@ -163,7 +169,7 @@ def step_system(
             reports = item.machine_id in remote  # its reports travel back through the link
             desk = desks.get(item.machine_id)
             if desk is None:
-                desk = _new_desk(ledger, item.machine_id)
+                desk = d.Desk(item.machine_id)  # a paused team's hold comes first (core/routing.py)
             at_desk = d.step(desk, item.command, limits)
             if isinstance(at_desk, Rejected):
                 if first:
@@ -207,11 +213,12 @@ def step_system(
             if at_owner.changed:
                 ledger = at_owner.state
                 changed = True
-            for effect in at_owner.effects:
-                if isinstance(effect, fx.ArmTimer):
-                    out.append(effect)
-                else:
-                    work.extend(_route_team_effect(ledger, desks, effect, at, limits, remote=remote))
+            routed = [effect for effect in at_owner.effects if not isinstance(effect, fx.ArmTimer)]
+            out.extend(effect for effect in at_owner.effects if isinstance(effect, fx.ArmTimer))
+            if routed:
+                translate = partial(desk_command, ledger, at=at, limits=limits)
+                known = owner_known(System(ledger, desks, remote))
+                work.extend(AtDesk(r.machine_id, r.request) for r in route(ledger, routed, known, translate))
         events.extend(outcome.events)
         if first:
             result = outcome.result
@@ -231,12 +238,6 @@ def _leaves(item: AtDesk, remote: frozenset[str]) -> bool:
     return item.machine_id in remote and isinstance(item.command, OWNER_REQUESTS)
 
 
-def _new_desk(ledger: Ledger, machine_id: str) -> d.Desk:
-    """A machine's first desk knows which teams are paused (the owner tells every new destination)."""
-    paused = frozenset(team.id for team in ledger.teams.values() if team.state is TeamState.PAUSED)
-    return d.Desk(machine_id, held_teams=paused)
-
-
 def refused_reason(refused: Rejected) -> str:
     """The owner's delivery reason for a submit a desk refused: the bound it hit, else the error code."""
     return refused.bound if refused.bound is not None else refused.code.value
@@ -248,24 +249,12 @@ def _refused_submit(command: d.Submit, refused: Rejected) -> RecordDelivery:
     return RecordDelivery(command.at, command.team_id, command.notice_id, state, reason)
 
 
-def _route_team_effect(
-    ledger: Ledger,
-    desks: Map[str, d.Desk],
-    effect: object,
-    at: int,
-    limits: Limits,
-    *,
-    remote: frozenset[str],
-) -> list[AtDesk]:
-    """Where a team effect goes. The owner cannot see a remote desk, so every remote machine gets the
-    team-wide requests and the withdrawals (a desk ignores a notice it never received)."""
-    command = desk_command(ledger, effect, at, limits)
-    if isinstance(command, d.Submit):
-        return [AtDesk(command.machine_id, command)]
-    machines = sorted(set(desks.keys()) | remote)
-    if isinstance(command, d.Withdraw):
-        return [AtDesk(m, command) for m in machines if m in remote or command.notice_id in desks[m].notices]
-    return [AtDesk(machine, command) for machine in machines]
+def owner_known(system: System) -> Known:
+    """What the composed system's owner knows for routing: every desk it made and every remote machine holds
+    every team's notices (a desk ignores a request about notices it never received), and no desk is `here`,
+    since the owner steps each of them itself."""
+    machines = frozenset(system.desks.keys()) | system.remote
+    return Known(None, lambda team_id: machines)
 
 
 def desk_command(
@@ -273,8 +262,8 @@ def desk_command(
 ) -> d.Submit | d.Withdraw | d.WithdrawMember | d.WithdrawTeam | d.Hold | d.Release:
     """The desk command a team effect (other than ArmTimer) becomes at each destination it concerns.
 
-    The one translation from the owner's effects to `team_delivery` requests: the model's routing above and
-    the daemon's both use it. A Submit goes to its agent's machine; the others go to every destination.
+    The one translation from the owner's effects to `team_delivery` requests; where each goes is
+    core/routing.py `route`.
     """
     if isinstance(effect, fx.SubmitNotice):
         return d.Submit(
@@ -506,6 +495,7 @@ __all__ = [
     "ToOwner",
     "answer_retrieved_action",
     "desk_command",
+    "owner_known",
     "inbox_read_action",
     "placeholder_prefix",
     "refused_reason",

@@ -1,13 +1,12 @@
-# From the owner's ledger to the desks: every team effect made durable becomes the desk command of its
-# destination (the routing of `harness.core.system`), handed over `team_delivery` to this machine's desk
-# runner, or, for a member on a paired machine, to that machine's desk through the sealed relay
-# (io/remote.py). Team-wide requests (hold, release, withdrawals) also fan out to every paired machine holding
-# notices of the team. Split from the daemon so where a request goes, and what is said again after a crash
-# or a pairing, is read in one place.
+# From the owner's ledger to the desks: every team effect made durable is routed by core/routing.py (the
+# function the model checker explores through core/system.py) to the desk of each machine it concerns,
+# handed over `team_delivery` to this machine's desk runner or, for a paired machine, to that machine's desk
+# through the sealed relay (io/remote.py). Split from the daemon so where a request goes, and what is said
+# again after a crash or a pairing, is read in one place; the routing decisions themselves are core's.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from functools import partial
 from pathlib import Path
 
@@ -16,9 +15,9 @@ import trio
 from harness.core import delivery as d
 from harness.core.limits import Limits
 from harness.core.queries import delivery_view
-from harness.core.records import Ledger, TeamState
+from harness.core.records import Ledger
+from harness.core.routing import Known, Route, Translate, restatement_routes, route
 from harness.core.system import NoticeContent, desk_command, notice_content
-from harness.core.team import restatement
 from harness.io import home as homes
 from harness.io.desk_runner import DeskRunner
 from harness.io.ledger_runner import DeskEffect, LedgerRunner
@@ -26,8 +25,8 @@ from harness.io.remote import RemoteNode
 from harness.io.team_delivery import DeliveryReport, OwnerRequest, TeamDelivery, command_prefix
 from harness.io.team_delivery import request as delivery_request
 
-# A request for the destination on this machine id, or (None) for every destination.
-DeliveryWork = tuple[str | None, OwnerRequest]
+# A request for the desk of this machine id.
+DeliveryWork = tuple[str, OwnerRequest]
 # The reason an owner shows for a notice to a machine it has no route to (not paired, or no relay yet).
 UNPAIRED = "unpaired"
 
@@ -60,14 +59,24 @@ class DeliveryRouter:
         return self.ledger.limits
 
     def route(self, ledger: Ledger, effect: DeskEffect, at: int) -> None:
-        """Queue the desk command of a durable effect for its destination (a Submit) or for every one."""
-        command = desk_command(ledger, effect, at, self.limits, partial(self.command_prefix, ledger))
-        self.send(command.machine_id if isinstance(command, d.Submit) else None, command)
+        """Queue the desk request of a durable effect for each machine it concerns (core `route`)."""
+        for routed in route(ledger, (effect,), self.known, self._translate(ledger, at)):
+            self.send(routed.machine_id, routed.request)
 
-    def send(self, machine_id: str | None, command: OwnerRequest) -> None:
-        """Queue a request for `machine_id`'s desk (None: every destination); ClosedResourceError once the
-        ledger has drained and the worker finishes."""
+    def send(self, machine_id: str, command: OwnerRequest) -> None:
+        """Queue a request for `machine_id`'s desk; ClosedResourceError once the ledger has drained and the
+        worker finishes."""
         self._send.send_nowait((machine_id, command))
+
+    @property
+    def known(self) -> Known:
+        """What routing knows here: this machine, and the paired machines handed notices of each team."""
+        return Known(self.machine_id, self.node.holders)
+
+    def _translate(self, ledger: Ledger, at: int) -> Translate:
+        """Effects into desk requests, notices rendered with this machine's command prefixes."""
+        prefix = partial(self.command_prefix, ledger)
+        return partial(desk_command, ledger, at=at, limits=self.limits, prefix=prefix)
 
     def close(self) -> None:
         """No more requests: the worker hands over what is queued, then stops the desk."""
@@ -102,37 +111,24 @@ class DeliveryRouter:
         return command_prefix(self.home, team_id, key_file)
 
     def restate(self, machine: str | None = None) -> None:
-        """Tell destinations again what the ledgers say they must have (core `restatement`): on start every
-        destination, and a machine paired since start (`machine`) its notices, until now owed `unpaired`.
+        """Tell destinations again what the ledgers say they must have (core `restatement_routes`): on start
+        every destination, and a machine paired since start (`machine`) its part, until now owed `unpaired`.
 
         A crash can fall between a ledger change made durable and a destination's durable receipt of any of
         its effects (a submit, a withdrawal, a hold). Every desk command is idempotent, so restating what a
         desk has changes nothing there; paired machines get theirs in few sealed requests."""
-        at = self.ledger.clock()
         durable = self.ledger.durable
+        translate = self._translate(durable, self.ledger.clock())
         held = self.desk.desk.notices
         remote: dict[str, list[OwnerRequest]] = {}
         for team_id, team in durable.teams.items():
             if team_id in self.ledger.unavailable:
                 continue
-            prefix = partial(self.command_prefix, durable)
-            commands = [
-                desk_command(durable, effect, at, self.limits, prefix)
-                for effect in restatement(team, self.limits)
-            ]
-            submitted = {c.machine_id for c in commands if isinstance(c, d.Submit)} - {self.machine_id}
-            team_wide = sorted(submitted.union(self.node.holders(team_id)))
-            for command in commands:
-                if not isinstance(command, d.Submit):
-                    if machine is None:
-                        self.send(self.machine_id, command)  # the local desk only
-                    for other in team_wide:
-                        remote.setdefault(other, []).append(command)
-                elif command.machine_id == self.machine_id:
-                    if machine is None and command.notice_id not in held:
-                        self.send(self.machine_id, command)
-                else:
-                    remote.setdefault(command.machine_id, []).append(command)
+            for routed in restatement_routes(durable, team, self.known, translate, self.limits):
+                if routed.machine_id != self.machine_id:
+                    remote.setdefault(routed.machine_id, []).append(routed.request)
+                elif machine is None and not self._present(routed, held):
+                    self.send(self.machine_id, routed.request)
         for other, owed in remote.items():
             if machine is not None and other != machine:
                 continue
@@ -143,6 +139,11 @@ class DeliveryRouter:
                     if isinstance(request, d.Submit) and self._never_left(request):
                         self.send(other, request)
 
+    @staticmethod
+    def _present(routed: Route, held: Container[str]) -> bool:
+        """A notice this machine's desk holds already: saying it again would change nothing there."""
+        return isinstance(routed.request, d.Submit) and routed.request.notice_id in held
+
     def _never_left(self, submit: d.Submit) -> bool:
         """Whether the owner's view of a notice says it never got past `queued` (a later state, reported by
         a machine since unpaired, is still the truest word on it)."""
@@ -150,28 +151,21 @@ class DeliveryRouter:
         view = None if team is None else delivery_view(team, submit.notice_id)
         return view is None or view.state == d.DeliveryState.QUEUED.value
 
-    def destination(self, machine_id: str | None) -> TeamDelivery | None:
+    def destination(self, machine_id: str) -> TeamDelivery | None:
         """Where a request for `machine_id` goes; None: no route to that machine (not paired)."""
-        if machine_id is None or machine_id == self.machine_id:
+        if machine_id == self.machine_id:
             return self.desk
         return self.node.destination(machine_id)
 
     async def run(self) -> None:
-        """The delivery worker: hands every queued request over, until `close`."""
+        """The delivery worker: hands every queued request over, until `close`. A machine without a route
+        gets nothing: its notices wait, visibly, and pairing it again restates the teams it holds."""
         async for machine_id, command in self._receive:
             destination = self.destination(machine_id)
             if destination is not None:
-                if isinstance(command, d.Submit) and machine_id not in self.node.holders(command.team_id):
-                    team = self.ledger.durable.teams.get(command.team_id)
-                    if team is not None and team.state is TeamState.PAUSED:
-                        # A machine new to a paused team gets its hold first, so nothing is written; one
-                        # that holds the team already was told by the pause itself (fan-out).
-                        await delivery_request(destination, d.Hold(command.at, command.team_id))
                 await delivery_request(destination, command)
             elif isinstance(command, d.Submit):  # owed, visibly waiting for a route to its machine
                 queued = d.DeliveryState.QUEUED.value
                 await self.ledger.report(DeliveryReport(command.team_id, command.notice_id, queued, UNPAIRED))
-            if machine_id is None:  # team-wide: paired desks holding its notices
-                await self.node.fan_out(command)
         # Every request of an accepted command was handed over; now the desk may stop looking.
         self.desk.stop()

@@ -296,7 +296,7 @@ class RemoteNode:
         self._outboxes: dict[str, _Outbox] = {}
         # Remembered across restarts: each paired owner's grant here (the remote teams whose notices this
         # desk holds, and the memberships their owners introduced; reports go back to the owner) and, for
-        # teams owned here, the machines that hold their notices (fan-out).
+        # teams owned here, the machines that hold their notices (what core/routing.py `Known` calls holders).
         self._grants, self._holders = self._read_routes()
         self._nursery: trio.Nursery | None = None
         self.link = RelayLink()
@@ -822,7 +822,8 @@ class RemoteNode:
             await self.report_local(report)
 
     def holders(self, team_id: str) -> list[str]:
-        """The paired machines that were sent notices of the team (its team-wide requests go there too)."""
+        """The paired machines that were sent notices of the team: core routing sends them its team-wide
+        requests, and no hold before a notice (they heard the pause)."""
         return list(self._holders.get(team_id, ()))
 
     def restate(self, machine: str, commands: Sequence[OwnerRequest]) -> None:
@@ -855,13 +856,6 @@ class RemoteNode:
     def destination(self, machine: str) -> TeamDelivery | None:
         """The `team_delivery` of a paired machine, for the owner's delivery worker; None when unpaired."""
         return None if self.peer(machine) is None else PeerDelivery(self, machine)
-
-    async def fan_out(self, command: OwnerRequest) -> None:
-        """A team-wide request (hold, release, withdraw, reads) also goes to every paired machine that holds
-        notices of its team. The owner sends it to its own desk as before."""
-        for team_id in request_teams(command):
-            for machine in self._holders.get(team_id, ()):
-                self.enqueue(machine, {"ch": "delivery", "command": desk_command_to_json(command)})
 
     # --- the CLI gateway -----------------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
+from functools import partial
 
 import attrs
 from immutables import Map
@@ -17,7 +18,8 @@ from harness.core.outcome import Accepted
 from harness.core.queries import WaitDecision, WaitReason
 from harness.core.records import Exchange, NoticeKind, QuestionState, Team
 from harness.core.remote_grant import Consumption, GrantedRequest, Grants, admit
-from harness.core.system import Action, AtDesk, System, desk_command
+from harness.core.routing import ROUTES, First, route
+from harness.core.system import Action, AtDesk, System, desk_command, step_system
 from harness.core.team import answer_notice
 from harness.core.values import replace
 
@@ -170,6 +172,16 @@ def _accept_out_of_grant_submit(
     return admitted
 
 
+# The routing table (core/routing.py) with a submit's hold-first rule left out.
+_NO_HOLD_FIRST = {**ROUTES, d.Submit: (ROUTES[d.Submit][0], First.NOTHING)}
+
+
+def _no_hold_for_new_machine(system: System, action: Action, limits: Limits) -> Outcome:
+    """A machine new to a paused team gets its first notice without the team's hold: the pause never
+    reached it, so nothing there holds the notice back."""
+    return step_system(system, action, limits, route=partial(route, table=_NO_HOLD_FIRST))
+
+
 def _edit_team(system: System, team: Team) -> System:
     ledger = replace(system.ledger, teams=system.ledger.teams.set(team.id, team))
     return attrs.evolve(system, ledger=ledger)
@@ -193,6 +205,8 @@ MUTANTS: dict[str, Protocol] = {
         attrs.evolve(REAL, name="wait-ignores-incoming", decide_wait=_wait_ignores_incoming),
         attrs.evolve(REAL, name="forget-pending-count", step=_forget_pending_count),
         attrs.evolve(REAL, name="tick-never-expires", step=_tick_never_expires),
+        # The routing (core/routing.py), which the daemon runs as it is:
+        attrs.evolve(REAL, name="no-hold-for-new-machine", step=_no_hold_for_new_machine),
         # The transport's rules (io/remote.py), each broken the way a plausible bug would break it:
         # a receiver that forgets which request ids it answered serves a retry twice (models/link.py)...
         attrs.evolve(
@@ -229,6 +243,7 @@ CAUGHT_BY: dict[str, str] = {
     "wait-ignores-incoming": "wait-deadlock",
     "forget-pending-count": "two-agents-ask-each-other",
     "tick-never-expires": "two-agents-ask-each-other",
+    "no-hold-for-new-machine": "join-a-paused-team",
     "serve-retried-request-again": "two-machines-lossy-link",
     "send-before-answer": "two-machines-lossy-link",
     "accept-out-of-grant-submit": "two-machines-hostile-peer",

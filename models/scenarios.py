@@ -167,6 +167,21 @@ SCENARIOS: dict[str, WorldModel] = {
             max_depth=40,
         ),
         WorldModel(
+            "join-a-paused-team",
+            "the owner pauses the team and resumes it, at any step, and adds m1 on mach1, a machine new to "
+            "the team; m1 asks m0 once it is in. m1's introduction and question are owed while the team may "
+            "be paused: the routing holds a machine new to a paused team before its first notice, as the "
+            "daemon does (core/routing.py).",
+            Config(
+                agents=2,
+                asks=(PlannedAsk(1, 0),),
+                pause=True,
+                joiner=True,
+                write_results=(d.WriteResult.OK,),
+            ),
+            max_depth=40,
+        ),
+        WorldModel(
             "wait-deadlock",
             "m0 and m1 each ask the other and then block in `wait`: each incoming question must break the "
             "other's wait, so neither waits for its full timeout while it owes an answer.",

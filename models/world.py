@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from typing import TypeVar
 
 import attrs
@@ -25,6 +26,7 @@ from harness.core import delivery as d
 from harness.core import effects as fx
 from harness.core import remote_grant
 from harness.core.commands import (
+    AddMember,
     Ask,
     Cancel,
     CreateTeam,
@@ -52,6 +54,7 @@ from harness.core.records import (
     TeamState,
 )
 from harness.core.remote_grant import EMPTY_GRANTS, Consumption, GrantedRequest, Grants
+from harness.core.routing import restatement_routes
 from harness.core.system import (
     Action,
     Arrived,
@@ -61,7 +64,9 @@ from harness.core.system import (
     ToDesk,
     ToOwner,
     answer_retrieved_action,
+    desk_command,
     inbox_read_action,
+    owner_known,
     refused_reason,
     step_system,
 )
@@ -142,10 +147,31 @@ class Config:
     limits: Limits = MODEL_LIMITS
     link: ln.LinkBounds | None = None  # one machine's desk is reached through a lossy relay
     hostile: hs.HostilePeer | None = None  # with a link: a third machine, paired with the remote desk
+    # The last agent is not in the team at the start: the owner adds it, at any step, on a machine of its own
+    # (one new to the team, which may be paused by then).
+    joiner: bool = False
 
 
 def machine_of(config: Config, agent: int) -> str:
+    if config.joiner and agent == config.agents - 1:
+        return f"mach{config.machines}"
     return f"mach{agent % config.machines}"
+
+
+def new_member(config: Config, agent: int) -> NewMember:
+    machine = machine_of(config, agent)
+    return NewMember(member_id(agent), machine, f"a{agent}", f"agent{agent}", "peer", f"k{agent}")
+
+
+def _founders(config: Config) -> range:
+    """The agents in the team from its creation."""
+    return range(config.agents - 1 if config.joiner else config.agents)
+
+
+def _members(world: World, config: Config) -> Iterator[int]:
+    """The agents in the team now: the shell looks only at the terminals of its members' agents."""
+    team = world.system.ledger.teams[TEAM]
+    return (agent for agent in range(config.agents) if member_id(agent) in team.members)
 
 
 @attrs.frozen(cache_hash=True)
@@ -184,10 +210,7 @@ def question_id(index: int) -> str:
 
 
 def initial_world(config: Config, protocol: Protocol) -> World:
-    members = tuple(
-        NewMember(member_id(i), machine_of(config, i), f"a{i}", f"agent{i}", "peer", f"k{i}")
-        for i in range(config.agents)
-    )
+    members = tuple(new_member(config, i) for i in _founders(config))
     world = World(
         system=System(),
         now=0,
@@ -209,7 +232,7 @@ def initial_world(config: Config, protocol: Protocol) -> World:
     if not config.introductions:
         # Each member reads its inbox once before the story starts: their introductions are settled, so the
         # search spends itself on the questions, not on every order of delivering two introductions.
-        for i in range(config.agents):
+        for i in _founders(config):
             read = inbox_read_action(created.system, TEAM, member_id(i), 0)
             assert read is not None
             after = _apply(created, config, protocol, read)
@@ -424,6 +447,9 @@ def successors(world: World, config: Config, protocol: Protocol) -> Iterator[tup
             yield "owner pauses the team", replace(paused, pauses=world.pauses - 1)
     if config.pause:
         yield from go("owner resumes the team", ResumeTeam(now, TEAM))
+    if config.joiner and member_id(config.agents - 1) not in team.members:
+        joiner = new_member(config, config.agents - 1)
+        yield from go(f"owner adds {joiner.id} on {joiner.machine_id}", AddMember(now, TEAM, joiner))
     # Terminals and the shell.
     yield from _terminals(world, config, protocol)
     # Faults.
@@ -475,7 +501,7 @@ def _deliver_atomically(world: World, config: Config, protocol: Protocol) -> Ite
     the agent's turn on it is observed. Every part is still the real desk's decision; only the
     interleavings inside one delivery are not explored (the fine-grained scenarios do that)."""
     now = world.now
-    for agent in range(config.agents):
+    for agent in _members(world, config):
         if world.screens[agent] is not d.Observed.IDLE:
             continue
         machine = machine_of(config, agent)
@@ -514,7 +540,7 @@ def _terminals(world: World, config: Config, protocol: Protocol) -> Iterator[tup
         yield from _deliver_atomically(world, config, protocol)
         return
     now = world.now
-    for agent in range(config.agents):
+    for agent in _members(world, config):
         machine = machine_of(config, agent)
         screen = world.screens[agent]
         if _needs_look(world, config, machine, agent):
@@ -581,6 +607,12 @@ def _crash(world: World, config: Config, protocol: Protocol) -> World:
         restarted = _apply(base, config, protocol, AtDesk(machine, d.Restart(world.now)))
         if restarted is not None:
             base = restarted
+    # The owner restates what every desk must have (io/delivery_router.py `restate`), as routed by core.
+    ledger = base.system.ledger
+    translate = partial(desk_command, ledger, at=world.now, limits=config.limits)
+    for team in ledger.teams.values():
+        for routed in restatement_routes(ledger, team, owner_known(base.system), translate, config.limits):
+            base = _apply(base, config, protocol, AtDesk(routed.machine_id, routed.request)) or base
     return base
 
 
@@ -772,6 +804,7 @@ ALWAYS = (
     "no-continuation-from-late-answer",
     "no-wait-blocked-by-pending-question",
     "bounds-hold",
+    "paused-team-held-at-every-desk",
 )
 EVENTUALLY = ("questions-end-after-deadline", "waits-end")
 # With a link: the relay can repeat, reorder and lose, yet the remote desk acts on what the owner asked once
@@ -823,6 +856,7 @@ def always(world: World, config: Config, protocol: Protocol) -> list[Violation]:
                 exchange = team.exchanges.get(notice.subject_id)
                 if exchange is not None and exchange.answer is not None and exchange.answer.late:
                     found.append(("no-continuation-from-late-answer", f"{notice.id} resumes a late answer"))
+    found.extend(_holds(world.system, team))
     for agent, waiting in enumerate(world.waiting):
         if waiting is None:
             continue
@@ -833,6 +867,19 @@ def always(world: World, config: Config, protocol: Protocol) -> list[Violation]:
         ):
             found.append(("no-wait-blocked-by-pending-question", f"m{agent} stays blocked on {exchange_id}"))
     return found
+
+
+def _holds(system: System, team: Team) -> list[Violation]:
+    """A paused team is held at every desk the owner steps itself, and released at every one when active:
+    the routing's team-wide requests reach each, and a desk new to a paused team is held before its first
+    notice. (A remote desk agrees once the link drains: `_agreement`.)"""
+    paused = team.state is TeamState.PAUSED
+    wrong = f"team {team.id} is {team.state}, yet {'not ' * paused}held at"
+    return [
+        ("paused-team-held-at-every-desk", f"{wrong} {m}")
+        for m, desk in system.desks.items()
+        if m not in system.remote and (team.id in desk.held_teams) != paused
+    ]
 
 
 def _settled(world: World) -> System:

@@ -184,7 +184,7 @@ async def test_question_reply_continuation_across_machines(tmp_path: Path) -> No
         # inbox read at bob's desk, which reports `read` back to the owner.
         inbox = await trio.to_thread.run_sync(cli, world, a_id, "inbox")
         assert inbox == {"id": "q1", "text": BODY, "state": "open", "answer": None}
-        await world.node_a.fan_out(d.InboxRead(2, (f"{TEAM_ID}/q1/question",)))
+        await PeerDelivery(world.node_a, b_id).consume(d.InboxRead(2, (f"{TEAM_ID}/q1/question",)))
         await eventually(lambda: any(r.state == "read" for r in world.owner.reports))
         # Bob replies from B; the owner's ledger records it and the asker's wait on A would now resume.
         result = await trio.to_thread.run_sync(
@@ -192,9 +192,9 @@ async def test_question_reply_continuation_across_machines(tmp_path: Path) -> No
         )
         assert result == {"id": "q1", "text": BODY, "state": "answered", "answer": ANSWER}
         assert world.owner.answer == ANSWER
-        # Hold and release fan out to the desk that holds the team's notices.
-        await world.node_a.fan_out(d.Hold(3, TEAM_ID))
-        await world.node_a.fan_out(d.Release(4, TEAM_ID))
+        # Hold and release reach the desk that holds the team's notices (core `route` names it).
+        await PeerDelivery(world.node_a, b_id).hold(d.Hold(3, TEAM_ID))
+        await PeerDelivery(world.node_a, b_id).release(d.Release(4, TEAM_ID))
         await eventually(lambda: len(world.desk_b.requests) == 5)
         kinds = [type(r) for r in world.desk_b.requests]
         assert kinds == [d.Submit, d.Submit, d.InboxRead, d.Hold, d.Release]
