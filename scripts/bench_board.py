@@ -108,10 +108,13 @@ def records_of(recovery: Recovery) -> list[Record]:
 async def main(commands: int, journal: int) -> None:
     print(f"building a board near {LIMITS.state_bytes / 2**20:.0f} MiB and a full team ...", flush=True)
     board = full_board(headroom=OPERATION_BYTES * max(commands, journal))
-    ledger, now = build_base(400)
-    print(f"board: {board.bytes / 2**20:.2f} MiB measure, {len(board.notes)} notes; team: 400 exchanges")
+    questions = commands // 8 + 1
+    prefill = max(0, 490 - questions)  # the team ends the mix near its 500 retained exchanges
+    ledger, now = build_base(prefill)
+    print(f"board: {board.bytes / 2**20:.2f} MiB measure, {len(board.notes)} notes; "
+          f"team: {prefill} exchanges, then {questions} more")
 
-    mix = cycle_commands(now, commands // 8 + 1)[:commands]
+    mix = cycle_commands(now, questions)[:commands]
     board_cmds = role_commands(board, commands)
 
     def run_board() -> None:

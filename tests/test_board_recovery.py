@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -206,3 +207,19 @@ async def test_a_board_bigger_than_a_journal_entry_is_checkpointed(tmp_path: Pat
     async with running(tmp_path) as daemon:
         owner = await Api.open(daemon)
         assert await owner("board_get", "t1") == before
+
+
+def test_records_of_another_team_are_refused() -> None:
+    """A board store holds one team's board: a checkpoint or a delta naming another team (a file copied
+    between stores, a restored backup of the wrong directory) is refused as a whole, never applied."""
+    steps = history(4)
+    other = b.Session("t2", 5)
+    marked = records(steps, {2}, first=1)
+    foreign_board = attrs.evolve(steps[3][1], session=other)
+    marked.append(("checkpoint", 4, checkpoint_record(foreign_board)))
+    foreign_delta = attrs.evolve(steps[0][0], session=other)
+    marked.insert(3, ("delta", 3, delta_record(foreign_delta, 3)))  # right after the checkpoint at 2
+    found = recover("t1", numbered(marked), LIMITS)
+    assert found.board == steps[1][1]  # the checkpoint at revision 2; the foreign delta breaks the chain
+    reasons = [r.reason for r in found.rejected]
+    assert reasons[0] == "delta belongs to team 't2'" and reasons[-1] == "checkpoint belongs to team 't2'"
