@@ -118,3 +118,81 @@ def safety_script() -> dict[str, Any]:
         ],
         "default": "Noted your message.",
     }
+
+
+# The board run (tests/test_live_board.py): the lead puts two tasks on the team's board, the second after the
+# first, and asks the peer to take the first; the peer claims, starts and completes it with evidence and says
+# so; on that answer the lead looks at the second task (ready now), leaves the peer a note and asks it to read
+# its notes. Notes are pulled, never pushed, so the peer reads them only on that question, and its model holds
+# that turn on a gate until the test has seen the note sit in the peer's unread set.
+FIRST_TASK = "t-first"
+SECOND_TASK = "t-second"
+BOARD_QUESTION = "q-board"
+NOTES_QUESTION = "q-notes"
+NOTES_GATE = "notes"
+DRAFT_FILE = "draft.txt"
+SECOND_SEEN = "second.json"  # the second task as the lead saw it after the first was done
+NOTES_PAGE = "notes.json"  # the page the peer's `board notes --unread --json` returned
+NOTE_TEXT = "t-second is ready: please review the draft next."
+
+
+def _board_step(when: str, run: list[str], final: str) -> dict[str, Any]:
+    return {"when_regex": when, "run": run, "final": final, "description": "Board step", "delay": THINK}
+
+
+def board_lead_script(peer: str) -> dict[str, Any]:
+    """The lead: on its introduction, adds the two tasks (the second `--after` the first; the operation id is
+    the task id) and asks `peer` to take the first; on the peer's answer, saves the second task as it sees it,
+    leaves the peer a note and asks it to read its notes."""
+    setup = [
+        SAVE_PREFIX,
+        f"./team.sh board task add 'Write the draft' --id {FIRST_TASK}",
+        f"./team.sh board task add 'Review the draft' --after {FIRST_TASK} --id {SECOND_TASK}",
+        f"./team.sh ask {peer} 'Please take task {FIRST_TASK} from our board and complete it.'"
+        f" --id {BOARD_QUESTION}",
+    ]
+    follow_up = [
+        f"./team.sh board task show {SECOND_TASK} --json > {SECOND_SEEN} && cat {SECOND_SEEN}",
+        f"./team.sh board note {peer} '{NOTE_TEXT}'",
+        f"./team.sh ask {peer} 'I left you a board note: read your unread notes.' --id {NOTES_QUESTION}",
+    ]
+    return {
+        "rules": [
+            _board_step(
+                INTRODUCTION, setup, f"Put two tasks on the board and asked {peer} to take the first."
+            ),
+            _board_step(
+                rf"(?P<who>[\w-]+) answered your question (?P<qid>{BOARD_QUESTION}):",
+                follow_up,
+                "The second task is next; I left {{who}} a note.",
+            ),
+        ],
+        "default": "Nothing is scripted for that.",
+    }
+
+
+def board_peer_script() -> dict[str, Any]:
+    """The peer: on the board question, claims, starts and completes the first task (evidence: the draft it
+    wrote) and answers; on the notes question (held on the `notes` gate), reads its unread notes as JSON and
+    answers with their texts."""
+    work = [
+        f"./team.sh board task claim {FIRST_TASK}",
+        f"./team.sh board task start {FIRST_TASK} && echo 'first draft' > {DRAFT_FILE}",
+        f"./team.sh board task done {FIRST_TASK} --evidence {DRAFT_FILE}:1",
+        f"./team.sh reply {{{{qid|q}}}} 'done: {FIRST_TASK}'",
+    ]
+    texts = 'print("\\n".join(note["text"] for note in json.load(sys.stdin)["result"]["notes"]))'
+    read = [
+        f"./team.sh board notes --unread --json > {NOTES_PAGE} && cat {NOTES_PAGE}",
+        f"python3 -c 'import json, sys; {texts}' < {NOTES_PAGE} > notes.txt"
+        " && ./team.sh reply {{qid|q}} --text-file notes.txt",
+    ]
+    notes = _board_step(rf"Question (?P<qid>{NOTES_QUESTION}) from", read, "Read my notes.")
+    return {
+        "rules": [
+            _board_step(INTRODUCTION, [SAVE_PREFIX], "Ready: I know my team commands."),
+            _board_step(rf"Question (?P<qid>{BOARD_QUESTION}) from", work, f"Completed {FIRST_TASK}."),
+            {**notes, "gate": NOTES_GATE, "gate_timeout": 300.0},
+        ],
+        "default": "Nothing is scripted for that.",
+    }
