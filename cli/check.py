@@ -1,14 +1,24 @@
 # `harness check`: the model checker for maintainers. It explores every interleaving of the shipped scenarios
 # over the real reducers (or a named mutant of them), prints progress and a summary per scenario, and on a
 # violation the shortest trace with the state changes at each step, optionally as a regression test.
+#
+# Scenarios are independent searches, so with --jobs they run side by side, each in a worker process of its
+# own (forked: no re-import; one scenario per worker, so each reports its own peak memory). Results are
+# printed in catalogue order all the same, and the first violation in that order stops the run.
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 import resource
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
+import attrs
 import typer
 
 from harness.models.board_world import BoardProtocol
@@ -42,6 +52,12 @@ def check_command(
     ] = False,
     seed: Annotated[int, typer.Option("--seed", help="Seed of --simulate (reproduces a run exactly).")] = 0,
     steps: Annotated[int, typer.Option("--steps", help="Steps of --simulate.")] = 10_000,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs", min=1, help="Scenarios checked at once, each in its own process. Default: CPUs."
+        ),
+    ] = None,
     list_only: Annotated[bool, typer.Option("--list", help="List scenarios and mutants.")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
@@ -55,34 +71,87 @@ def check_command(
         bad = ", ".join(unknown) if unknown else f"mutant {mutant}"
         typer.echo(f"error: unknown {bad}; `harness check --list` shows what exists", err=True)
         raise typer.Exit(2)
+    runs = [
+        Run(name, mutant, max_depth, simulate_mode, seed, steps, progress=not json_out)
+        for name in names
+        if _with_mutant(ALL_SCENARIOS[name], mutant) is not None
+    ]
+    started = time.perf_counter()
     reports: list[dict[str, Any]] = []
     failed: tuple[Model, Counterexample] | None = None
-    for name in names:
-        model = _with_mutant(ALL_SCENARIOS[name], mutant)
-        if model is None:  # a team mutant says nothing about a board scenario, and the other way round
-            continue
-        depth = max_depth if max_depth is not None else model.max_depth
-        progress = None if json_out else _progress
-        if isinstance(model, BoardModel):  # two state types: each call is typed on its own
-            result = simulate(model, seed, steps, depth) if simulate_mode else explore(model, depth, progress)
-        else:
-            result = simulate(model, seed, steps, depth) if simulate_mode else explore(model, depth, progress)
-        report = _report(result, depth, simulate_mode)
-        reports.append(report)
-        if not json_out:
-            _print_summary(report)
-        if result.violation is not None:
-            failed = (model, result.violation)
+    with check_all(runs, jobs if jobs is not None else len(os.sched_getaffinity(0))) as results:
+        for run, (result, peak_mb) in zip(runs, results, strict=False):
+            report = _report(result, run.depth(), simulate_mode, peak_mb)
+            reports.append(report)
             if not json_out:
-                _print_violation(result.violation)
-            break
+                _print_summary(report)
+            if result.violation is not None:
+                model = _with_mutant(ALL_SCENARIOS[run.scenario], mutant)
+                assert model is not None
+                failed = (model, result.violation)
+                if not json_out:
+                    _print_violation(result.violation)
+                break
+    seconds = time.perf_counter() - started
+    if not json_out and len(reports) > 1:
+        typer.echo(f"{len(reports)} scenarios checked in {seconds:.1f} s")
     if failed is not None and emit_test is not None:
         emit_test.write_text(regression_test(failed[0].name, failed[1], mutant), encoding="utf-8")
         if not json_out:
             typer.echo(f"wrote regression test {emit_test}")
     if json_out:
-        typer.echo(json.dumps({"ok": failed is None, "mutant": mutant, "scenarios": reports}, indent=2))
+        document = {
+            "ok": failed is None,
+            "mutant": mutant,
+            "seconds": round(seconds, 3),
+            "scenarios": reports,
+        }
+        typer.echo(json.dumps(document, indent=2))
     raise typer.Exit(1 if failed is not None else 0)
+
+
+@attrs.frozen
+class Run:
+    """One scenario's search, by names only: what a worker process is handed."""
+
+    scenario: str
+    mutant: str | None
+    max_depth: int | None
+    simulated: bool
+    seed: int
+    steps: int
+    progress: bool
+
+    def depth(self) -> int:
+        return self.max_depth if self.max_depth is not None else ALL_SCENARIOS[self.scenario].max_depth
+
+
+def check_one(run: Run) -> tuple[Result, int]:
+    """Run one scenario's search; with the peak memory (MB) of the process that ran it."""
+    model = _with_mutant(ALL_SCENARIOS[run.scenario], run.mutant)
+    assert model is not None, "runs are only made for scenarios the mutant applies to"
+    depth = run.depth()
+    progress = _progress if run.progress else None
+    if isinstance(model, BoardModel):  # two state types: each call is typed on its own
+        result = (
+            simulate(model, run.seed, run.steps, depth) if run.simulated else explore(model, depth, progress)
+        )
+    else:
+        result = (
+            simulate(model, run.seed, run.steps, depth) if run.simulated else explore(model, depth, progress)
+        )
+    return result, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+
+
+@contextmanager
+def check_all(runs: list[Run], jobs: int) -> Iterator[Iterator[tuple[Result, int]]]:
+    """Each run's result, in the runs' order: here, one after the other, or from `jobs` worker processes.
+    Leaving early (a violation, an interrupt) stops the workers still searching."""
+    if jobs == 1 or len(runs) < 2:
+        yield (check_one(run) for run in runs)
+        return
+    with multiprocessing.get_context("fork").Pool(min(jobs, len(runs)), maxtasksperchild=1) as pool:
+        yield pool.imap(check_one, runs)  # the pool's exit terminates whatever still runs
 
 
 def _with_mutant(model: Model, mutant: str | None) -> Model | None:
@@ -103,7 +172,7 @@ def _progress(result: Result) -> None:
     )
 
 
-def _report(result: Result, depth: int, simulated: bool) -> dict[str, Any]:
+def _report(result: Result, depth: int, simulated: bool, peak_mb: int) -> dict[str, Any]:
     violation = result.violation
     return {
         "scenario": result.scenario,
@@ -116,7 +185,7 @@ def _report(result: Result, depth: int, simulated: bool) -> dict[str, Any]:
         "terminalStates": result.terminal_states,
         "seconds": round(result.seconds, 3),
         "statesPerSecond": round(result.rate),
-        "peakRssMb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+        "peakRssMb": peak_mb,
         "properties": list(result.properties),
         "held": violation is None,
         "violation": None

@@ -1,18 +1,23 @@
 # Symmetry reduction: when a scenario's plan looks the same after renaming its agents (every agent asks the
 # next one round a ring, say), two worlds that differ only by that renaming behave alike, so the checker
-# keeps one of them. A world's canonical key is the least of its renamed serializations over the plan's
-# symmetry group. Agents, memberships, keys, names and question ids are all derived from indexes
+# keeps one of them. Agents, memberships, keys, names and question ids are all derived from indexes
 # (m0, a0, k0, agent0, q0), so a renaming is a consistent rewrite of those tokens everywhere in the state.
 #
-# Worlds share most of their parts with their neighbours, so both the neutral tree of each part and its
-# renamed serialization are memoized.
+# A world's canonical key is the least of its renamed images over the plan's symmetry group. `reference_key`
+# says what that means in the plainest way (the least renamed serialization, as text); `canonical_key` is the
+# same equivalence made cheap, because serializing and renaming every explored world was most of a
+# symmetric scenario's search time. It hash-conses: every distinct neutral tree and every distinct renamed
+# image is interned once as a small integer, so an image is built from the images of its parts (which
+# neighbouring worlds share) and two images are equal exactly when their integers are. Images are made
+# canonical (maps and sets sorted by their renamed entries) before interning, so a world's key is the least
+# integer in its orbit; as the renamings form a group, every world of one orbit has the same set of images.
+# The integers are only meaningful within one process, which is all a search needs.
 from __future__ import annotations
 
 import enum
-import functools
 import itertools
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -24,9 +29,10 @@ from .world import Config, World
 TOKEN = re.compile(r"(?<![A-Za-z0-9])(agent|m|a|k|q)(\d+)(?![0-9])")
 
 Renaming = tuple[tuple[str, str], ...]  # sorted (from, to) pairs: hashable, so renamings key the memo
-Node = tuple[
-    Any, ...
-]  # ("s", str) | ("v", scalar) | ("m", ((key, node), ...)) | ("l", nodes) | ("set", nodes)
+# An interned tree node: ("s", str) | ("v", type, scalar) | ("r", field names, nodes) | ("m", ((key, node),
+# ...)) | ("l", nodes) | ("set", nodes), where the nodes inside are the integers of already interned nodes.
+Shape = tuple[Any, ...]
+Renamer = Callable[[str], str]
 
 
 def plan_symmetries(config: Config) -> tuple[Renaming, ...]:
@@ -58,94 +64,261 @@ def plan_symmetries(config: Config) -> tuple[Renaming, ...]:
     return tuple(found)
 
 
-def canonical_key(world: World, renamings: tuple[Renaming, ...]) -> str:
-    """The least serialization of `world` over the identity and `renamings`."""
-    tree = _world_node(world)
-    return min(_text(tree, renaming) for renaming in ((), *renamings))
+def canonical_key(world: World, renamings: tuple[Renaming, ...]) -> int:
+    """The least interned image of `world` over the identity and `renamings` (a group): equal for two
+    worlds exactly when `reference_key` is."""
+    return KEYS.key(world, renamings)
 
 
-def _world_node(world: World) -> Node:
-    fields = {field.name: _node(getattr(world, field.name)) for field in attrs.fields(World)}
-    # Per-agent tuples are positional: key them by agent so a renaming moves them with their agent.
-    fields["screens"] = _map({f"a{i}": _node(screen) for i, screen in enumerate(world.screens)})
-    fields["waiting"] = _map({f"m{i}": _node(waiting) for i, waiting in enumerate(world.waiting)})
-    fields["asked"] = ("set", tuple(("s", f"q{index}") for index in world.asked))
-    fields["system"] = _map(
-        {
-            "ledger": _node(world.system.ledger),
-            "desks": _map({machine: _desk_node(desk) for machine, desk in world.system.desks.items()}),
-        }
-    )
-    return _map(fields)
+def reference_key(world: World, renamings: tuple[Renaming, ...]) -> str:
+    """The least serialization of `world` over the identity and `renamings`: the specification of
+    `canonical_key`, without its memos (tests and scripts/bench_checker.py compare the two)."""
+    return min(_text(_reference_tree(world), _renamer(dict(renaming))) for renaming in ((), *renamings))
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def _desk_node(desk: d.Desk) -> Node:
-    """A desk, except that notice numbers become ranks within their agent's session (only that order is
-    ever read) and texts become their lengths (they are rendered from names in creation order, which a
-    renaming does not preserve, and no decision reads them but their size)."""
-    ranks: dict[str, int] = {}
+# --- the neutral tree: what of a world a key sees -----------------------------------------------------------
+
+
+def _parts(world: World) -> dict[str, Any]:
+    """The world's fields, except that per-agent tuples become maps keyed by agent (a renaming moves them with
+    their agent) and planned-ask indexes become question ids."""
+    fields = _fields(world)
+    fields["screens"] = {f"a{i}": screen for i, screen in enumerate(world.screens)}
+    fields["waiting"] = {f"m{i}": waiting for i, waiting in enumerate(world.waiting)}
+    fields["asked"] = frozenset(f"q{index}" for index in world.asked)
+    fields["system"] = {"ledger": world.system.ledger, "desks": world.system.desks}
+    return fields
+
+
+def _ranks(desk: d.Desk) -> dict[str, int]:
+    """Each notice's rank within its agent's notices: a desk's notice numbers count every notice it ever took,
+    in creation order, which a renaming does not preserve, and only their order within a session is read."""
     by_agent: dict[str, list[d.Notice]] = {}
     for notice in desk.notices.values():
         by_agent.setdefault(notice.agent_id, []).append(notice)
-    for notices in by_agent.values():
-        for rank, notice in enumerate(sorted(notices, key=lambda n: n.seq)):
-            ranks[notice.id] = rank
-    notices_node = _map(
-        {
-            notice_id: _node(attrs.evolve(notice, seq=ranks[notice_id], text="x" * len(notice.text)))
-            for notice_id, notice in desk.notices.items()
-        }
-    )
-    fields = {field.name: _node(getattr(desk, field.name)) for field in attrs.fields(d.Desk)}
-    fields["notices"] = notices_node
-    fields["next_seq"] = ("v", None)
-    return _map(fields)
+    return {
+        notice.id: rank
+        for notices in by_agent.values()
+        for rank, notice in enumerate(sorted(notices, key=lambda n: n.seq))
+    }
 
 
-def _map(entries: Mapping[str, Node]) -> Node:
-    return ("m", tuple(entries.items()))
+def _desk_fields(desk: d.Desk) -> dict[str, Any]:
+    """A desk, with its notices' numbers as ranks (see _ranks), their texts as lengths (rendered from names in
+    creation order too, and no decision reads them but their size) and no next number."""
+    ranks = _ranks(desk)
+    notices = {
+        notice_id: _fields(notice) | {"seq": ranks[notice_id], "text": len(notice.text)}
+        for notice_id, notice in desk.notices.items()
+    }
+    return _fields(desk) | {"notices": notices, "next_seq": None}
 
 
-@functools.lru_cache(maxsize=1 << 16, typed=True)  # typed: True and 1 are different values here
-def _node(value: Any) -> Node:
-    if attrs.has(type(value)):
-        fields = {field.name: _node(getattr(value, field.name)) for field in attrs.fields(type(value))}
-        if "member_order" in fields:  # the order members joined in decides nothing: a set in disguise
-            fields["member_order"] = ("set", fields["member_order"][1])
-        return _map(fields)
+_NAMES: dict[type, tuple[str, ...] | None] = {}
+
+
+def _names(cls: type) -> tuple[str, ...] | None:
+    """The field names of an attrs class (None for any other type)."""
+    if cls not in _NAMES:
+        _NAMES[cls] = tuple(field.name for field in attrs.fields(cls)) if attrs.has(cls) else None
+    return _NAMES[cls]
+
+
+def _fields(value: Any) -> dict[str, Any]:
+    """An attrs record's fields by name; the order members joined in decides nothing: a set in disguise."""
+    fields = {name: getattr(value, name) for name in _names(type(value)) or ()}
+    if "member_order" in fields:
+        fields["member_order"] = frozenset(fields["member_order"])
+    return fields
+
+
+# --- the reference: plain serialization ---------------------------------------------------------------------
+
+
+def _reference_tree(value: Any) -> Shape:
+    """`value` as a tree of ("s", text), ("v", scalar), ("m", {key: tree}), ("set", [tree]), ("l", [tree])."""
+    if isinstance(value, World):
+        return _reference_tree(_parts(value))
+    if isinstance(value, d.Desk):
+        return _reference_tree(_desk_fields(value))
+    if _names(type(value)) is not None:
+        return _reference_tree(_fields(value))
     if isinstance(value, enum.Enum):
         return ("v", value.value)
     if isinstance(value, str):
         return ("s", value)
     if isinstance(value, Mapping):
-        return ("m", tuple((str(key), _node(item)) for key, item in value.items()))
+        return ("m", {str(key): _reference_tree(item) for key, item in value.items()})
     if isinstance(value, frozenset):
-        return ("set", tuple(_node(item) for item in value))
+        return ("set", [_reference_tree(item) for item in value])
     if isinstance(value, tuple):
-        return ("l", tuple(_node(item) for item in value))
+        return ("l", [_reference_tree(item) for item in value])
     return ("v", value)
 
 
-@functools.lru_cache(maxsize=1 << 18)
-def _rename(text: str, renaming: Renaming) -> str:
-    table = dict(renaming)
-    return TOKEN.sub(lambda m: table.get(m.group(0), m.group(0)), text) if table else text
-
-
-@functools.lru_cache(maxsize=1 << 14)  # serializations are large; parts recur mostly among close states
-def _text(node: Node, renaming: Renaming) -> str:
-    kind, body = node
+def _text(tree: Shape, rename: Renamer) -> str:
+    kind, body = tree
     if kind == "s":
-        return repr(_rename(body, renaming))
+        return repr(rename(body))
     if kind == "v":
         return repr(body)
     if kind == "m":
         return (
             "{"
-            + ",".join(sorted(f"{_rename(key, renaming)!r}:{_text(item, renaming)}" for key, item in body))
+            + ",".join(sorted(f"{rename(key)!r}:{_text(item, rename)}" for key, item in body.items()))
             + "}"
         )
     if kind == "set":
-        return "{" + ",".join(sorted(_text(item, renaming) for item in body)) + "}"
-    return "[" + ",".join(_text(item, renaming) for item in body) + "]"
+        return "{" + ",".join(sorted(_text(item, rename) for item in body)) + "}"
+    return "[" + ",".join(_text(item, rename) for item in body) + "]"
+
+
+def _renamer(table: dict[str, str]) -> Renamer:
+    def rename(text: str) -> str:
+        return TOKEN.sub(lambda m: table.get(m.group(0), m.group(0)), text) if table else text
+
+    return rename
+
+
+# --- the fast key: hash-consed trees and images ----------------------------------------------------------
+
+
+class KeyTable:
+    """The intern table of shapes, the neutral node of each live value (first by identity: explored worlds
+    share most of their parts with their neighbours, and an identity lookup never hashes a deep value), and
+    the image of each node under each renaming (renaming 0 is the identity)."""
+
+    def __init__(self, live_limit: int = 1 << 18) -> None:
+        self.live_limit = live_limit  # values remembered by identity; past this it starts again (nodes stay)
+        self.ids: dict[Shape, int] = {}
+        self.shapes: list[Shape] = []
+        self.live: dict[int, tuple[object, int]] = {}  # id(value) -> (value kept alive, node)
+        # Then by value (records, maps and sets keep their hash): a new copy of an old value, which is what
+        # reducers and canonical_world make of every record they pass through. One record type holds one
+        # type per field, so values equal by == are equal by their serialization too.
+        self.equal: dict[object, int] = {}
+        self.images: dict[tuple[int, int], int] = {}  # (node, renaming number) -> image node
+        self.numbers: dict[Renaming, int] = {(): 0}
+        self.renamers: list[Renamer] = [_renamer({})]
+        self.renamed: dict[tuple[str, int], str] = {}
+
+    def key(self, world: World, renamings: tuple[Renaming, ...]) -> int:
+        root = self.build(world)  # a world is seen once: not worth keeping alive by identity
+        return min(self.image(root, self.number(renaming)) for renaming in ((), *renamings))
+
+    def intern(self, shape: Shape) -> int:
+        found = self.ids.get(shape)
+        if found is None:
+            found = self.ids[shape] = len(self.shapes)
+            self.shapes.append(shape)
+        return found
+
+    def node(self, value: Any) -> int:
+        if isinstance(value, str):
+            return self.intern(("s", value))
+        if value is None or isinstance(value, int | enum.Enum):
+            scalar = value.value if isinstance(value, enum.Enum) else value  # before int: IntEnum is both
+            return self.intern(("v", type(scalar), scalar))
+        if type(value) is dict:  # a view made for this key alone (see _parts): nothing else will share it
+            return self.build(value)
+        entry = self.live.get(id(value))
+        if entry is not None and entry[0] is value:
+            return entry[1]
+        if type(value) is tuple:  # its hash is not kept: looking it up by value costs as much as building it
+            node = self.build(value)
+        else:
+            found = self.equal.get(value)
+            node = self.build(value) if found is None else found
+            if found is None:
+                self.equal[value] = node
+        if len(self.live) >= self.live_limit:
+            self.live.clear()
+            self.equal.clear()
+        self.live[id(value)] = (value, node)
+        return node
+
+    def build(self, value: Any) -> int:
+        if isinstance(value, World):
+            return self.record(_parts(value))
+        if isinstance(value, d.Desk):
+            return self.desk(value)
+        if _names(type(value)) is not None:
+            return self.record(_fields(value))
+        if isinstance(value, Mapping):
+            return self.intern(("m", tuple((str(key), self.node(item)) for key, item in value.items())))
+        if isinstance(value, frozenset):
+            return self.intern(("set", tuple(self.node(item) for item in value)))
+        if isinstance(value, tuple):
+            return self.intern(("l", tuple(self.node(item) for item in value)))
+        return self.intern(("v", type(value), value))
+
+    def record(self, fields: dict[str, Any]) -> int:
+        """A record's fields: their names are a type's, in its order, so an image neither renames nor sorts
+        them (the reference sorts them: a fixed order either way)."""
+        return self.intern(("r", tuple(fields), tuple(self.node(value) for value in fields.values())))
+
+    def desk(self, desk: d.Desk) -> int:
+        """`_desk_fields(desk)`, from the nodes of its notices as they are (shared with its neighbours')."""
+        ranks = _ranks(desk)
+        notices = tuple(
+            (notice_id, self.notice(n, ranks[notice_id])) for notice_id, n in desk.notices.items()
+        )
+        fields = _fields(desk) | {"next_seq": None}
+        return self.intern(
+            (
+                "r",
+                tuple(fields),
+                tuple(
+                    self.intern(("m", notices)) if name == "notices" else self.node(value)
+                    for name, value in fields.items()
+                ),
+            )
+        )
+
+    def notice(self, notice: d.Notice, rank: int) -> int:
+        _kind, names, values = self.shapes[self.node(notice)]
+        changed = {"seq": self.node(rank), "text": self.node(len(notice.text))}
+        return self.intern(
+            ("r", names, tuple(changed.get(name, v) for name, v in zip(names, values, strict=True)))
+        )
+
+    def number(self, renaming: Renaming) -> int:
+        found = self.numbers.get(renaming)
+        if found is None:
+            found = self.numbers[renaming] = len(self.renamers)
+            self.renamers.append(_renamer(dict(renaming)))
+        return found
+
+    def rename(self, text: str, number: int) -> str:
+        if number == 0:
+            return text
+        found = self.renamed.get((text, number))
+        if found is None:
+            found = self.renamed[(text, number)] = self.renamers[number](text)
+        return found
+
+    def image(self, node: int, number: int) -> int:
+        """The node of `node` renamed by renaming `number`, with its maps and sets in canonical order."""
+        found = self.images.get((node, number))
+        if found is not None:
+            return found
+        kind, body, *rest = self.shapes[node]
+        if kind == "r":
+            found = self.intern(("r", body, tuple(self.image(value, number) for value in rest[0])))
+        elif kind == "s":
+            found = self.intern(("s", self.rename(body, number)))
+        elif kind == "v":
+            found = node
+        elif kind == "m":
+            found = self.intern(
+                ("m", tuple(sorted((self.rename(k, number), self.image(v, number)) for k, v in body)))
+            )
+        elif kind == "set":
+            found = self.intern(("set", tuple(sorted(self.image(item, number) for item in body))))
+        else:
+            found = self.intern(("l", tuple(self.image(item, number) for item in body)))
+        self.images[(node, number)] = found
+        return found
+
+
+KEYS = KeyTable()  # one per process: its integers mean nothing elsewhere

@@ -1,0 +1,150 @@
+# The checker's speed-ups change how fast it searches, never what it finds (issue 18, "a fast checker"): the
+# hash-consed symmetry key folds exactly the worlds the reference serialization folds, also when its identity
+# memo starts again; a search keyed by it reaches the same states and catches the same mutants with traces as
+# short as the plain search; and `harness check --jobs` reports what one process reports, in catalogue order,
+# stopping at the first violation.
+from __future__ import annotations
+
+import json
+from collections.abc import Hashable, Iterator
+from typing import Any
+
+import attrs
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli.app import app
+from harness.models.checker import Result, Transition, explore
+from harness.models.mutants import MUTANTS
+from harness.models.scenarios import SCENARIOS, WorldModel
+from harness.models.symmetry import KeyTable, reference_key
+from harness.models.world import World, canonical_world
+
+RING = SCENARIOS["three-agents-ring"]
+DEPTH = 5  # a few hundred worlds: every kind of step of the ring, cheap enough for the suite
+
+
+class PlainKeyed(WorldModel):
+    """The ring keyed by the reference serialization: the plain search the fast one must agree with."""
+
+    def canonical(self, state: World) -> Hashable:
+        return reference_key(canonical_world(state), self.symmetries)
+
+
+def plain(model: WorldModel) -> PlainKeyed:
+    return PlainKeyed(*(getattr(model, field.name) for field in attrs.fields(WorldModel)))
+
+
+@attrs.frozen
+class Recording:
+    """A model that remembers every world the search keyed."""
+
+    model: WorldModel
+    seen: list[World] = attrs.field(factory=list)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.model, name)
+
+    def successors(self, state: World) -> Iterator[Transition[World]]:
+        return self.model.successors(state)
+
+    def canonical(self, state: World) -> Hashable:
+        self.seen.append(state)
+        return self.model.canonical(state)
+
+
+def partition(keys: list[Hashable]) -> set[frozenset[int]]:
+    """Which positions of `keys` share a key: the equivalence a key function draws, whatever its values."""
+    classes: dict[Hashable, set[int]] = {}
+    for position, key in enumerate(keys):
+        classes.setdefault(key, set()).add(position)
+    return {frozenset(members) for members in classes.values()}
+
+
+@pytest.fixture(scope="module")
+def ring_worlds() -> list[World]:
+    recording = Recording(RING)
+    explore(recording, DEPTH)  # type: ignore[arg-type]  # a Model by its methods
+    return [canonical_world(world) for world in recording.seen]
+
+
+@pytest.mark.parametrize("live_limit", [1 << 18, 7])
+def test_the_fast_key_folds_exactly_what_the_reference_folds(
+    ring_worlds: list[World], live_limit: int
+) -> None:
+    """A tiny identity memo starts again every few values: nodes stay interned, so keys must not change."""
+    table = KeyTable(live_limit)
+    fast = [table.key(world, RING.symmetries) for world in ring_worlds]
+    reference = [reference_key(world, RING.symmetries) for world in ring_worlds]
+    assert len(set(fast)) < len(ring_worlds), "rotations were folded (else this test shows nothing)"
+    assert partition(fast) == partition(reference)
+
+
+def test_a_world_keeps_its_key_after_its_parts_are_freed_and_their_addresses_reused() -> None:
+    """The identity memo keeps what it remembers alive: a new object at a freed object's address must not
+    be taken for it."""
+    table = KeyTable()
+    first = RING.initial()
+    asked = next(iter(RING.successors(first))).state
+    key_first = table.key(canonical_world(first), RING.symmetries)
+    key_asked = table.key(canonical_world(asked), RING.symmetries)
+    del first, asked
+    for _ in range(3):  # rebuilt from scratch: fresh objects, likely at the freed addresses
+        again = RING.initial()
+        assert table.key(canonical_world(again), RING.symmetries) == key_first
+        later = next(iter(RING.successors(again))).state
+        assert table.key(canonical_world(later), RING.symmetries) == key_asked != key_first
+
+
+def counts(result: Result) -> tuple[int, int, int, int, bool]:
+    return result.states, result.transitions, result.terminal_states, result.depth, result.complete
+
+
+def test_the_optimised_search_reaches_the_states_of_the_plain_search() -> None:
+    fast = explore(RING, DEPTH)
+    slow = explore(plain(RING), DEPTH)
+    assert fast.violation is None and slow.violation is None
+    assert counts(fast) == counts(slow)
+
+
+@pytest.mark.parametrize("mutant", ["forget-pending-count", "resume-on-late-answer"])
+def test_mutants_are_caught_in_the_symmetric_scenario_as_by_the_plain_search(mutant: str) -> None:
+    broken = RING.with_protocol(MUTANTS[mutant])
+    fast = explore(broken, RING.max_depth)
+    slow = explore(plain(broken), RING.max_depth)
+    assert fast.violation is not None and slow.violation is not None
+    assert fast.violation.property == slow.violation.property
+    assert len(fast.violation.labels) == len(slow.violation.labels), "breadth-first: a shortest trace"
+
+
+def check(*argv: str) -> tuple[int, dict[str, Any]]:
+    result = CliRunner().invoke(app, ["check", *argv, "--json"])
+    return result.exit_code, json.loads(result.stdout)
+
+
+def comparable(report: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in report.items() if k not in {"seconds", "statesPerSecond", "peakRssMb"}}
+
+
+def test_jobs_report_what_one_process_reports_in_catalogue_order() -> None:
+    names = ["pause-resume-cancel", "three-agents-ring", "board-paging-reader", "two-agents-ask-each-other"]
+    code_one, one = check(*names, "--max-depth", "4", "--jobs", "1")
+    code_two, two = check(*names, "--max-depth", "4", "--jobs", "2")
+    assert code_one == code_two == 0 and one["ok"] and two["ok"]
+    assert [r["scenario"] for r in two["scenarios"]] == names
+    assert [comparable(r) for r in two["scenarios"]] == [comparable(r) for r in one["scenarios"]]
+
+
+def test_jobs_stop_at_the_first_violation_in_catalogue_order() -> None:
+    """wait-deadlock would take minutes: its worker is stopped once the first scenario's violation is in."""
+    code, document = check(
+        "two-agents-ask-each-other", "wait-deadlock", "--mutant", "accept-non-addressee-reply", "--jobs", "2"
+    )
+    assert code == 1 and not document["ok"]
+    assert [r["scenario"] for r in document["scenarios"]] == ["two-agents-ask-each-other"]
+    assert document["scenarios"][0]["violation"]["property"] == "no-answer-by-non-addressee"
+
+
+def test_jobs_below_one_is_refused() -> None:
+    result = CliRunner().invoke(app, ["check", "pause-resume-cancel", "--jobs", "0"])
+    assert result.exit_code == 2
