@@ -19,9 +19,12 @@ def replace(record: R, **changes: Any) -> R:
     layout = _LAYOUT.get(cls)
     if layout is None:
         names = tuple(field.name for field in attrs.fields(cls))  # type: ignore[arg-type]  # R is an attrs class
-        layout = _LAYOUT[cls] = (attrgetter(*names), {name: i for i, name in enumerate(names)})
+        getter = attrgetter(*names)
+        if len(names) == 1:  # attrgetter of one name returns the value itself, not a 1-tuple
+            getter = attrgetter(*names, *names)
+        layout = _LAYOUT[cls] = (getter, {name: i for i, name in enumerate(names)})
     read_all, index = layout
-    values = list(read_all(record))
+    values = list(read_all(record))[: len(index)]
     for name, value in changes.items():
         try:
             values[index[name]] = value
