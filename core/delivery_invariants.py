@@ -33,9 +33,7 @@ REACHABLE: dict[d.DeliveryState, frozenset[d.DeliveryState]] = {
 
 def desk_violations(desk: d.Desk, limits: Limits = DEFAULT_LIMITS) -> list[Violation]:
     """Every state invariant of one desk (D1-D3, D5, D7-D9, D11)."""
-    found: list[Violation] = []
-    if len(desk.notices) > limits.delivery_records:
-        found.append(("D9", f"{len(desk.notices)} delivery records; bound {limits.delivery_records}"))
+    found: list[Violation] = [("D9", detail) for _amount, detail in bound_excess(desk, limits).values()]
     writing_by_agent: dict[str, list[str]] = {}
     expected: dict[str, tuple[list[d.Notice], list[d.Notice], list[tuple[int, str]]]] = {}
     for notice_id, notice in desk.notices.items():
@@ -58,7 +56,7 @@ def desk_violations(desk: d.Desk, limits: Limits = DEFAULT_LIMITS) -> list[Viola
         if session is None:
             found.append(("D11", f"agent {agent_id!r} has notices but no session"))
             continue
-        found.extend(_session_violations(desk, session, queued, held, timers, writing_by_agent, limits))
+        found.extend(_session_violations(desk, session, queued, held, timers, writing_by_agent))
     for agent_id, session in desk.sessions.items():
         if session.agent_id != agent_id:
             found.append(("D11", f"session {session.agent_id!r} filed under {agent_id!r}"))
@@ -67,6 +65,27 @@ def desk_violations(desk: d.Desk, limits: Limits = DEFAULT_LIMITS) -> list[Viola
         if session.observed is not None and session.observed_at < desk.restarted_at:
             found.append(("D5", f"session {agent_id!r} trusts an observation from before the restart"))
     return found
+
+
+def bound_excess(desk: d.Desk, limits: Limits = DEFAULT_LIMITS) -> dict[str, tuple[int, str]]:
+    """D9's bounds that `desk` is over, by subject, with how far it reaches (a count or a size) and the
+    violation's detail: the state check reports them all, a step only those it made or grew."""
+    excess: dict[str, tuple[int, str]] = {}
+    if len(desk.notices) > limits.delivery_records:
+        detail = f"{len(desk.notices)} delivery records; bound {limits.delivery_records}"
+        excess["delivery_records"] = (len(desk.notices), detail)
+    for notice_id, notice in desk.notices.items():
+        size = len(notice.text.encode("utf-8"))
+        if size > limits.notice_bytes:
+            detail = f"notice {notice.id!r} has {size} bytes; bound {limits.notice_bytes}"
+            excess[f"notice_bytes/{notice_id}"] = (size, detail)
+    for agent_id, session in desk.sessions.items():
+        unsent = d.unsent_count(session)
+        if unsent > limits.queued_per_agent:
+            bound = limits.queued_per_agent
+            detail = f"agent {agent_id!r} has {unsent} notices queued or in flight; bound {bound}"
+            excess[f"queued_per_agent/{agent_id}"] = (unsent, detail)
+    return excess
 
 
 def _notice_violations(desk: d.Desk, notice_id: str, notice: d.Notice, limits: Limits) -> Iterable[Violation]:
@@ -99,9 +118,6 @@ def _notice_violations(desk: d.Desk, notice_id: str, notice: d.Notice, limits: L
         yield ("D7", f"notice {notice.id!r} is held but team {notice.team_id!r} is not")
     if notice.state is S.WITHDRAWN and notice.reason is None:
         yield ("D8", f"notice {notice.id!r} was withdrawn without a reason")
-    size = len(notice.text.encode("utf-8"))
-    if size > limits.notice_bytes:
-        yield ("D9", f"notice {notice.id!r} has {size} bytes; bound {limits.notice_bytes}")
     if notice.state is S.QUEUED and notice.reason is None:
         yield ("D11", f"queued notice {notice.id!r} has no reason")
 
@@ -113,11 +129,8 @@ def _session_violations(  # noqa: PLR0917
     held: list[d.Notice],
     timers: list[tuple[int, str]],
     writing_by_agent: dict[str, list[str]],
-    limits: Limits,
 ) -> Iterable[Violation]:
     agent = session.agent_id
-    if d.unsent_count(session) > limits.queued_per_agent:
-        yield ("D9", f"agent {agent!r} has {d.unsent_count(session)} notices queued or in flight")
     if session.queue != tuple(n.id for n in sorted(queued, key=lambda n: n.seq)):
         yield ("D11", f"agent {agent!r} queue {session.queue} is not its queued notices in submission order")
     if session.held != tuple(n.id for n in sorted(held, key=lambda n: n.seq)):
@@ -144,14 +157,28 @@ def step_violations(
     outcome: Accepted[d.Desk] | Rejected,
     limits: Limits = DEFAULT_LIMITS,
 ) -> list[Violation]:
-    """Invariants about one transition of a desk, plus every state invariant of the result."""
+    """Invariants about one transition of a desk, plus every state invariant of the result (D9's bounds as
+    the step sees them: only an excess it made or grew, see `grown_excess`)."""
     if isinstance(outcome, Rejected):
         return []  # a Rejected carries no state: the desk stays as it was by construction
     after = outcome.state
-    found = desk_violations(after, limits)
+    found = [violation for violation in desk_violations(after, limits) if violation[0] != "D9"]
+    found.extend(grown_excess(before, after, limits))
     found.extend(transition_violations(before, after))
     found.extend(effect_violations(before, command, outcome))
     return found
+
+
+def grown_excess(before: d.Desk, after: d.Desk, limits: Limits = DEFAULT_LIMITS) -> list[Violation]:
+    """D9 as a step sees it: no step takes the desk over a bound, or further over one. A daemon restarted
+    with lower `delivery_records`, `queued_per_agent` or `notice_bytes` than its desk holds keeps what it
+    holds (refusing new notices of that kind); an excess the step found and did not grow is inherited."""
+    held = bound_excess(before, limits)
+    return [
+        ("D9", detail)
+        for subject, (amount, detail) in bound_excess(after, limits).items()
+        if amount > held.get(subject, (0, ""))[0]
+    ]
 
 
 def transition_violations(before: d.Desk, after: d.Desk) -> list[Violation]:
@@ -322,4 +349,3 @@ def check_step(
     limits: Limits = DEFAULT_LIMITS,
 ) -> None:
     _raise(step_violations(before, command, outcome, limits))
-

@@ -37,7 +37,6 @@ import trio
 from harness.core import delivery as d
 from harness.core.codec import desk_command_from_json, desk_command_to_json, from_json, to_json
 from harness.core.delivery_invariants import step_violations as desk_step_violations
-from harness.core.effects import parse_notice_id
 from harness.core.errors import ErrorCode, Rejected
 from harness.core.limits import DEFAULT_LIMITS, Limits
 from harness.core.outcome import Accepted, reject
@@ -162,14 +161,11 @@ def desk_events(desk: d.Desk, effects: Sequence[object]) -> list[tuple[str, dict
         event.update(state=effect.state.value, at=effect.at)
         if effect.reason is not None:
             event["reason"] = effect.reason.value
-        parsed = parse_notice_id(effect.notice_id)
-        notice = desk.notices.get(effect.notice_id)
-        if notice is not None:
-            event["memberId"] = notice.membership_id
-        if parsed is not None:
-            event["kind"] = parsed[2].value
-            # A question or answer notice is about an exchange; an introduction about a membership.
-            event["exchangeId" if parsed[2] is not NoticeKind.INTRODUCTION else "memberId"] = parsed[1]
+        # The record's own fields, not its id's parts: a re-introduction's id holds `member~AT`, no member id.
+        notice = desk.notices[effect.notice_id]
+        event.update(memberId=notice.membership_id, kind=notice.kind.value)
+        if notice.kind is not NoticeKind.INTRODUCTION:  # a question or answer notice is about an exchange
+            event["exchangeId"] = notice.subject_id
         events.append((effect.team_id, event))
     return events
 

@@ -28,7 +28,16 @@ from harness.core.errors import ErrorCode, ProtocolViolation, Rejected
 from harness.core.limits import DEFAULT_LIMITS, MINUTE_MS, Limits
 from harness.core.outcome import Accepted
 from harness.core.queries import WaitDecision, decide_wait
-from harness.core.records import USER, Answer, Exchange, Ledger, MembershipState, QuestionState, Team
+from harness.core.records import (
+    USER,
+    Answer,
+    Exchange,
+    Ledger,
+    MembershipState,
+    NoticeKind,
+    QuestionState,
+    Team,
+)
 from harness.core.system import AtDesk, System, step_system
 from harness.core.team import answer_notice, question_notice
 from harness.core.team import step as team_step
@@ -614,6 +623,31 @@ def d9_notice_bytes(broken: bool) -> list[Violation]:
 @case("D9")
 def d9_unsent_per_agent(broken: bool) -> list[Violation]:
     return _desk_state(world().desk, Limits(queued_per_agent=3 - broken))  # agent1: one writing, two queued
+
+
+@case("D9")
+def d9_step_takes_the_desk_further_over_a_lowered_bound(broken: bool) -> list[Violation]:
+    """Issue 16 item 12, "limits never corrupt a team", for the desk: agent1 holds three unsent notices, over
+    a `queued_per_agent` lowered to two at a restart. A step that leaves that excess as it was is no violation
+    (one more notice for agent2, within the bound); one that grows it (a fourth for agent1, as a reducer that
+    forgot the bound would take it) is."""
+    agent, membership = ("agent1", "mem1") if broken else ("agent2", "mem2")
+    now = world().now
+    submit = d.Submit(
+        now,
+        TEAM,
+        "t1/q9/question",
+        NoticeKind.QUESTION,
+        "q9",
+        membership,
+        MACHINE,
+        agent,
+        now + MINUTE_MS,
+        "Which branch?",
+    )
+    outcome = d.step(world().desk, submit)
+    assert isinstance(outcome, Accepted), outcome
+    return di.step_violations(world().desk, submit, outcome, Limits(queued_per_agent=2))
 
 
 @case("D2")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -20,12 +21,13 @@ import pytest
 import trio
 from trio_websocket import WebSocketConnection, open_websocket_url
 
+from harness.core.terminal_text import terminal_safe
 from harness.io import home as homes
 from harness.io.client import Client
 from harness.io.daemon import Daemon
 from harness.io.listeners import Listener, ListenerLimits, Slot, local_listener
 from harness.io.rpc import PROTOCOL, result_frame, snapshot_frame
-from harness.io.web import WebServer
+from harness.io.web import PAGE_ACTIONS, WebServer
 
 ROOT = Path(__file__).resolve().parent.parent
 TEAM = "t1"
@@ -354,6 +356,8 @@ class FakeDaemon:
         self.page: WebSocketConnection | None = None
         self.subscription = ""
         self.push_older_first = False
+        self.bob: dict[str, Any] = {}  # what to change of bob's membership
+        self.more: list[dict[str, Any]] = []  # exchanges after q1
 
     def team(self, revision: int, name: str) -> dict[str, Any]:
         exchange = {
@@ -370,6 +374,7 @@ class FakeDaemon:
             "delivery": {"state": "unconfirmed", "reason": "no_turn_seen", "updatedAt": 1_700_000_001_000},
         }
         members = [{**m, "state": "active", "introduction": None} for m in MEMBERS]
+        members[1].update(self.bob)
         return {
             "id": TEAM,
             "name": name,
@@ -377,7 +382,7 @@ class FakeDaemon:
             "revision": revision,
             "createdAt": 1,
             "members": members,
-            "exchanges": [exchange],
+            "exchanges": [exchange, *self.more],
         }
 
     async def serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -485,6 +490,77 @@ async def test_an_older_revision_is_ignored_and_uncertain_delivery_is_checked_no
             assert fake.page is not None
             await fake.page.send_message(snapshot_frame(fake.subscription, fake.team(6, "six")))
             await page.until("document.querySelector('#team-name').textContent === 'six'")
+        nursery.cancel_scope.cancel()
+
+
+# A teammate's name as a hostile peer would set it: a title and a clipboard escape, a bidi override, NUL and
+# markup for the page. The advice that names the teammate shows it as text, with the terminal's signs.
+HOSTILE_NAME = (
+    "bob \x1b]2;pwned-title\x1b\\ \x1b]52;c;SGVsbG8=\x07 \u202e \x00 <img src=x onerror=window.pwned=1>"
+)
+
+
+async def test_a_notice_that_needs_a_person_shows_the_next_step_as_text_and_writes_nothing(
+    browser: str, tmp_path: Path
+) -> None:
+    """Seed: "offline, unpaired, busy, draft, expired, cancelled, and uncertain states are visible and
+    actionable" (issue 16, items 3 and 4, on the page): an `unconfirmed` notice (q1, and bob's introduction)
+    names the owner's next step, `inspect` then `resolve --landed|--lost`, as commands to run; a notice
+    `queued` behind a crash `leftover` (q2) names the unconfirmed notices that may sit in bob's composer and
+    the two safe human actions. The page offers no button for any of them and relays no write; the hostile
+    teammate name in the advice stays text."""
+    home = tmp_path / "home"
+    fake = FakeDaemon(home)
+    fake.bob = {"name": HOSTILE_NAME, "introduction": {"state": "unconfirmed", "reason": "restart"}}
+    waiting = {"state": "queued", "reason": "leftover", "updatedAt": 1_700_000_002_000}
+    fake.more = [
+        {**fake.team(5, "five")["exchanges"][0], "id": "q2", "text": "Which port?", "delivery": waiting}
+    ]
+    async with trio.open_nursery() as nursery:
+        await nursery.start(fake.serve)
+        server = WebServer(home, TEAM)
+        await nursery.start(server.run, 0)
+        async with tab(browser, server.url(server.mint_ticket())) as page:
+            await page.until("document.querySelector('#leftover') !== null")  # the newest exchange, q2
+            assert await page.text("#detail-delivery-state") == "queued (leftover)"
+            leftover = await page.text("#leftover")
+            bob = terminal_safe(HOSTILE_NAME, tabs=True)
+            held = "t1/m-bob/introduction, t1/q1/question"
+            assert f"Waiting on a leftover: {bob}'s composer holds {held}, pasted by a write" in leftover
+            assert "submit it: press Enter in the agent's pane" in leftover
+            assert "or clear it: empty the agent's composer" in leftover
+            assert "the daemon touches neither" in leftover
+            assert await page.js("document.querySelectorAll('img').length") == 0
+            assert await page.js("window.pwned === undefined")
+
+            steps = await page.text("[data-member='m-bob'] .intro-next")
+            assert "harness team --team t1 inspect t1/m-bob/introduction" in steps
+            assert "harness team --team t1 resolve t1/m-bob/introduction --lost" in steps
+
+            await page.click('[data-exchange="q1"]')
+            await page.until("document.querySelector('#unconfirmed-next') !== null")
+            assert await page.text("#unconfirmed-next") == (
+                "Owner's next step, in a terminal on the machine that runs the agent: "
+                "harness team --team t1 inspect q1 looks for the notice in the agent's pane; then "
+                "harness team --team t1 resolve q1 --landed if it reached the agent, or "
+                "harness team --team t1 resolve q1 --lost to have it written once more (once, under a new "
+                "write id). Never automatic."
+            )
+            assert await page.js("document.querySelector('#leftover')") is None
+            # Read-only: the only buttons are the checks, cancel, the team's actions and navigation.
+            labels = await page.js(
+                "[...document.querySelectorAll('button:not(.exchange)')].map((b) => b.textContent)"
+            )
+            assert labels and not [
+                label for label in labels if re.search(r"resolve|landed|lost|submit", label, re.I)
+            ]
+            await page.click('[data-exchange="q2"]')
+            await page.until("document.querySelector('#leftover') !== null")
+            checks = (*KEY_ELEMENTS[:-1], "#leftover", ".leftover-actions", ".intro-next")
+            await page.shoot(390, 844, "leftover-phone-390.png", checks)
+            assert bob in await page.js("document.body.textContent")
+        assert set(fake.actions) <= {"subscribe", "capabilities", "board_get"}
+        assert not PAGE_ACTIONS & {"delivery_inspect", "delivery_resolve"}  # nor could the page ask
         nursery.cancel_scope.cancel()
 
 

@@ -9,6 +9,11 @@
 // unread notes. The daemon pushes no board snapshot (the board has its own revision), so the page reads
 // `board_get` on each team snapshot and every BOARD_MS, and only a newer (generation, revision) replaces it.
 //
+// A notice that needs a person says what they can do, as text only (cli/watch.py's delivery_advice): an
+// `unconfirmed` one names the owner's next step in a terminal (inspect, then resolve it landed or lost), and
+// one `queued` behind a crash `leftover` names the notice left in the composer and the two safe human
+// actions. The page stays read-only for both: resolving is the owner's explicit step, never a button here.
+//
 // Every word from the daemon reaches the page through `shown`, and only as text (text nodes, textContent,
 // never HTML): a name or a question may hold markup, escape sequences or bidi overrides, and none of them may
 // act on the page or reorder and hide what a person reads.
@@ -324,6 +329,66 @@ function deliveryText(delivery) {
   return delivery.reason ? `${delivery.state} (${delivery.reason})` : delivery.state;
 }
 
+function isUnconfirmed(delivery) {
+  return Boolean(delivery) && delivery.state === "unconfirmed";
+}
+
+function isLeftover(delivery) {
+  return Boolean(delivery) && delivery.state === "queued" && delivery.reason === "leftover";
+}
+
+// The team's notices to `memberId` whose delivery is unconfirmed (its introduction, questions to it, answers
+// to its questions): the ones a crash may have left in its composer (cli/watch.py's unconfirmed_notices).
+function unconfirmedNotices(team, memberId) {
+  const found = team.members.filter((m) => m.id === memberId && isUnconfirmed(m.introduction)).map((m) => `${team.id}/${m.id}/introduction`);
+  for (const e of team.exchanges) {
+    if (e.to === memberId && isUnconfirmed(e.delivery)) found.push(`${team.id}/${e.id}/question`);
+    if (e.from === memberId && isUnconfirmed(e.answerDelivery)) found.push(`${team.id}/${e.id}/answer`);
+  }
+  return found;
+}
+
+function command(teamId, words) {
+  return h("code", { class: "mono" }, `harness team --team ${teamId} ${words}`);
+}
+
+// The owner's resolution of an unconfirmed notice, as the commands to run: never a button on this page.
+function resolveSteps(teamId, noticeId) {
+  return [
+    "Owner's next step, in a terminal on the machine that runs the agent: ",
+    command(teamId, `inspect ${noticeId}`),
+    " looks for the notice in the agent's pane; then ",
+    command(teamId, `resolve ${noticeId} --landed`),
+    " if it reached the agent, or ",
+    command(teamId, `resolve ${noticeId} --lost`),
+    " to have it written once more (once, under a new write id). Never automatic.",
+  ];
+}
+
+// A notice waiting behind a crash leftover: which notice sits in the composer, and the two safe actions.
+function leftoverAdvice(team, memberId, id) {
+  const held = unconfirmedNotices(team, memberId);
+  const name = names().get(memberId) || memberId;
+  return h(
+    "div",
+    { class: "warning leftover", id },
+    h(
+      "p",
+      {},
+      `Waiting on a leftover: ${name}'s composer holds `,
+      held.length ? held.flatMap((noticeId, n) => [n ? ", " : "", h("code", { class: "mono leftover-notice" }, noticeId)]) : "a notice of another team",
+      ", pasted by a write that a crash cut off before its Enter. Nothing is written to that terminal while it is there, and the daemon touches neither action.",
+    ),
+    h("p", {}, "A person at that terminal can:"),
+    h(
+      "ul",
+      { class: "leftover-actions" },
+      h("li", {}, "submit it: press Enter in the agent's pane (the notice then shows as accepted);"),
+      h("li", {}, "or clear it: empty the agent's composer (the owner may then resolve that notice as lost)."),
+    ),
+  );
+}
+
 function excerpt(text) {
   const flat = shown(text || "").split(/\s+/).join(" ").trim(); // shown first: no separator vanishes
   return flat.length <= EXCERPT ? flat : `${flat.slice(0, EXCERPT - 1)}…`;
@@ -368,6 +433,10 @@ function renderRoster(team) {
         h("div", { class: "member-head" }, h("strong", {}, m.name), h("span", { class: `badge member-state` }, m.state)),
         h("div", { class: "muted" }, m.role || "no role"),
         h("div", { class: "small" }, `introduction: ${deliveryText(m.introduction)}`),
+        isUnconfirmed(m.introduction)
+          ? h("div", { class: "small intro-next" }, resolveSteps(team.id, `${team.id}/${m.id}/introduction`))
+          : null,
+        isLeftover(m.introduction) ? leftoverAdvice(team, m.id, null) : null,
         unread.has(m.id) ? h("div", { class: "small member-notes" }, `board notes: ${unread.get(m.id)} unread`) : null,
         h("div", { class: "small muted" }, `${m.machineId} / ${m.agentId}`),
       ),
@@ -416,7 +485,7 @@ function renderDetail(team) {
     return;
   }
   const who = names();
-  const unconfirmed = e.delivery && e.delivery.state === "unconfirmed";
+  const unconfirmed = isUnconfirmed(e.delivery);
   const answer = e.answer;
   const parts = [
     h("h2", {}, `${who.get(e.from) || e.from} → ${who.get(e.to) || e.to}`),
@@ -439,9 +508,11 @@ function renderDetail(team) {
           "div",
           { class: "warning", id: "unconfirmed" },
           h("p", {}, "Delivery unconfirmed: the notice might have reached the terminal. Do not resend; check instead."),
+          h("p", { id: "unconfirmed-next" }, resolveSteps(team.id, e.id)),
           checks(`exchange-${e.id}`, e.id, e.to),
         )
       : null,
+    isLeftover(e.delivery) ? leftoverAdvice(team, e.to, "leftover") : null,
     h("h3", {}, "Question"),
     h("p", { class: "text", id: "question-text" }, e.text),
     e.context ? h("h3", {}, "Context") : null,
