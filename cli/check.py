@@ -13,7 +13,7 @@ import os
 import resource
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
@@ -22,14 +22,16 @@ import attrs
 import typer
 
 from harness.models.board_world import BoardProtocol
-from harness.models.checker import Counterexample, Result, explore, simulate
+from harness.models.channel_world import CHANNEL_SCENARIOS, ChannelModel
+from harness.models.checker import Counterexample, Result, S, explore, simulate
+from harness.models.checker import Model as SearchModel
 from harness.models.emit import regression_test
 from harness.models.mutants import BOARD_MUTANTS, MUTANTS
 from harness.models.scenarios import BOARD_SCENARIOS, SCENARIOS, BoardModel, WorldModel
 from harness.models.world import Protocol
 
-Model = WorldModel | BoardModel
-ALL_SCENARIOS: dict[str, Model] = {**SCENARIOS, **BOARD_SCENARIOS}
+Model = WorldModel | BoardModel | ChannelModel
+ALL_SCENARIOS: dict[str, Model] = {**SCENARIOS, **BOARD_SCENARIOS, **CHANNEL_SCENARIOS}
 ALL_MUTANTS: dict[str, Protocol | BoardProtocol] = {**MUTANTS, **BOARD_MUTANTS}
 
 
@@ -132,15 +134,12 @@ def check_one(run: Run) -> tuple[Result, int]:
     assert model is not None, "runs are only made for scenarios the mutant applies to"
     depth = run.depth()
     progress = _progress if run.progress else None
-    if isinstance(model, BoardModel):  # two state types: each call is typed on its own
-        result = (
-            simulate(model, run.seed, run.steps, depth) if run.simulated else explore(model, depth, progress)
-        )
-    else:
-        result = (
-            simulate(model, run.seed, run.steps, depth) if run.simulated else explore(model, depth, progress)
-        )
+    result = _search(model, run, depth, progress)  # type: ignore[misc]  # one state type per model
     return result, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+
+
+def _search(model: SearchModel[S], run: Run, depth: int, progress: Callable[[Result], None] | None) -> Result:
+    return simulate(model, run.seed, run.steps, depth) if run.simulated else explore(model, depth, progress)
 
 
 @contextmanager
@@ -159,6 +158,8 @@ def _with_mutant(model: Model, mutant: str | None) -> Model | None:
     machine (a team mutant cannot run in a board scenario)."""
     if mutant is None:
         return model
+    if isinstance(model, ChannelModel):  # the mutants break team or board reducers, not the channel plan
+        return None
     if isinstance(model, BoardModel):
         return model.with_protocol(BOARD_MUTANTS[mutant]) if mutant in BOARD_MUTANTS else None
     return model.with_protocol(MUTANTS[mutant]) if mutant in MUTANTS else None
