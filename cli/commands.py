@@ -523,8 +523,15 @@ def run_resolve(opts: Options, v: Values) -> None:
 
 
 def run_cancel(opts: Options, v: Values) -> None:
-    fields = {"questionId": resolve_question(opts, v["question_id"])}
+    fields = {"questionId": resolve_question(opts, v["question_id"]), "reason": v["reason"]}
     show(opts, call(opts, "cancel", fields), output.show_exchange, named=True)
+
+
+def run_expire(opts: Options, v: Values) -> None:
+    if v["reason"] is None:
+        usage(opts, "give --reason: why the question ends, like no_answer")
+    fields = {"questionId": resolve_question(opts, v["question_id"]), "reason": v["reason"]}
+    show(opts, call(opts, "expire", fields), output.show_exchange, named=True)
 
 
 def run_usage(opts: Options, v: Values) -> None:
@@ -726,6 +733,7 @@ COMMON_HELP: dict[str, str] = {
 }
 
 # What `create`, `add` and `init` say of a member: the shape is otherwise only in the protocol's spec.
+REASON_HELP = "Why, as the question will show it: 1 to 32 of a-z and '_', like no_answer."
 AGENT_ID_HELP = (
     "A member is {machineId, agentId, name, role?}: agentId names an agent on the machine machineId "
     "(`harness agent list` shows this machine's). It need not run yet: the member's notices wait "
@@ -854,6 +862,16 @@ SPECS: dict[str, Spec] = {
         run_cancel,
         "Cancel your open question (withdraws its unsent notice; never interrupts the peer).",
         ("question_id",),
+        options={"--reason": ("reason", "str")},
+        about={"--reason": REASON_HELP},
+    ),
+    "expire": Spec(
+        run_expire,
+        "Owner: end an open question `expired` now, saying why (withdraws its unsent notice; never an "
+        "answer, so a reply after it is late).",
+        ("question_id",),
+        options={"--reason": ("reason", "str")},
+        about={"--reason": REASON_HELP},
     ),
     "delivery": Spec(
         run_delivery,

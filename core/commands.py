@@ -94,6 +94,19 @@ class Cancel:
     team_id: str
     question_id: str
     member_key: str | None = None
+    reason: str | None = None  # why, shown with the question (records.REASON_PATTERN)
+
+
+@attrs.frozen
+class Expire:
+    """The owner ends an open question `expired` before its deadline, saying why (a session releases the
+    asker of a question that got no answer: `no_answer`). Never an answer."""
+
+    at: int
+    team_id: str
+    question_id: str
+    reason: str
+    member_key: str | None = None
 
 
 @attrs.frozen
@@ -127,6 +140,7 @@ TeamCommand = (
     | Ask
     | Reply
     | Cancel
+    | Expire
     | Tick
     | RecordDelivery
 )
@@ -141,6 +155,7 @@ TEAM_COMMANDS: tuple[type[TeamCommand], ...] = (
     Ask,
     Reply,
     Cancel,
+    Expire,
     Tick,
     RecordDelivery,
 )
@@ -155,6 +170,7 @@ COMMAND_NAMES: dict[type[TeamCommand], str] = {
     Ask: "ask",
     Reply: "reply",
     Cancel: "cancel",
+    Expire: "expire",
     Tick: "tick",
     RecordDelivery: "record_delivery",
 }

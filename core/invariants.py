@@ -237,14 +237,16 @@ def repeat_violations(
 
 
 def _history_kept(old: Team, new: Team) -> Iterable[Violation]:
-    """T12: retained history never shrinks; ended questions and answers never change."""
+    """T12: retained history never shrinks; ended questions (their state and reason) and answers never
+    change."""
     if len(new.exchange_order) < len(old.exchange_order) or len(new.member_order) < len(old.member_order):
         yield "T12", f"team {old.id!r} lost retained history"
         return
     for exchange_id in old.exchange_order:
         before, after = old.exchanges[exchange_id], new.exchanges[exchange_id]
-        if before.state is not QuestionState.OPEN and after.state is not before.state:
-            yield "T12", f"ended exchange {exchange_id!r} moved {before.state} -> {after.state}"
+        was, now = (before.state, before.reason), (after.state, after.reason)
+        if before.state is not QuestionState.OPEN and now != was:
+            yield "T12", f"ended exchange {exchange_id!r} moved {was} -> {now}"
         if before.answer is not None and after.answer != before.answer:
             yield "T12", f"the answer to {exchange_id!r} changed"
 

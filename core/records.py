@@ -13,6 +13,9 @@ from immutables import Map
 # The shape of every id the ledger accepts (teams, memberships, exchanges): letters, digits and `._:-`,
 # starting with a letter or digit, so an id is also a safe file name (a member's key file is named by ids).
 ID_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*")
+# Why a question ended, when whoever ended it said (`no_answer`, `concluded`): a short token, never free text,
+# so a reason shown in a view or a trace can carry neither a secret nor a terminal control sequence.
+REASON_PATTERN: Final = re.compile(r"[a-z_]{1,32}")
 
 
 class TeamState(enum.StrEnum):
@@ -94,6 +97,7 @@ class Exchange:
     ended_at: int | None = None
     delivery: DeliveryView | None = None
     answer_delivery: DeliveryView | None = None
+    reason: str | None = None  # why it ended, when the cancel or expire that ended it said (REASON_PATTERN)
 
 
 @attrs.frozen(cache_hash=True)

@@ -5,7 +5,8 @@
 #   then the command's own validation and bounds. A repeat of an accepted operation therefore returns the
 #   existing record even after the team was archived or a bound filled up since.
 # - A question moves only along QUESTION_TRANSITIONS. A reply to an expired or cancelled question is kept with
-#   `late: true`, and never produces a continuation notice.
+#   `late: true`, and never produces a continuation notice. The reason a cancel or an owner's expire gives is
+#   set by the step that ends the question and never changes after it (a reason is never an answer).
 # - Every accepted change bumps the team's revision by exactly one; a no-op or a repeat changes nothing.
 # - A rejection returns the ledger it was given, untouched.
 from __future__ import annotations
@@ -25,6 +26,7 @@ from .commands import (
     Ask,
     Cancel,
     CreateTeam,
+    Expire,
     NewMember,
     PauseTeam,
     RecordDelivery,
@@ -53,6 +55,7 @@ from .errors import ErrorCode, Rejected
 from .limits import DEFAULT_LIMITS, MINUTE_MS, Limits
 from .outcome import Accepted, reject, unchanged
 from .records import (
+    REASON_PATTERN,
     USER,
     Answer,
     DeliveryView,
@@ -113,6 +116,7 @@ TEAM_GATE: Mapping[tuple[TeamState, str], TeamState | ErrorCode] = {
     (T.ACTIVE, "ask"): T.ACTIVE,
     (T.ACTIVE, "reply"): T.ACTIVE,
     (T.ACTIVE, "cancel"): T.ACTIVE,
+    (T.ACTIVE, "expire"): T.ACTIVE,
     (T.ACTIVE, "tick"): T.ACTIVE,
     (T.ACTIVE, "record_delivery"): T.ACTIVE,
     (T.PAUSED, "pause"): T.PAUSED,
@@ -123,6 +127,7 @@ TEAM_GATE: Mapping[tuple[TeamState, str], TeamState | ErrorCode] = {
     (T.PAUSED, "ask"): T.PAUSED,
     (T.PAUSED, "reply"): T.PAUSED,
     (T.PAUSED, "cancel"): T.PAUSED,
+    (T.PAUSED, "expire"): T.PAUSED,
     (T.PAUSED, "tick"): T.PAUSED,
     (T.PAUSED, "record_delivery"): T.PAUSED,
     (T.ARCHIVED, "pause"): E.TEAM_ARCHIVED,
@@ -133,11 +138,14 @@ TEAM_GATE: Mapping[tuple[TeamState, str], TeamState | ErrorCode] = {
     (T.ARCHIVED, "ask"): E.TEAM_ARCHIVED,
     (T.ARCHIVED, "reply"): E.TEAM_ARCHIVED,
     (T.ARCHIVED, "cancel"): E.TEAM_ARCHIVED,
+    (T.ARCHIVED, "expire"): E.TEAM_ARCHIVED,
     (T.ARCHIVED, "tick"): T.ARCHIVED,
     (T.ARCHIVED, "record_delivery"): T.ARCHIVED,
 }
 
-OWNER_ONLY = frozenset({"create", "pause", "resume", "archive", "add", "remove", "tick", "record_delivery"})
+OWNER_ONLY = frozenset(
+    {"create", "pause", "resume", "archive", "add", "remove", "expire", "tick", "record_delivery"}
+)
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*")
 
@@ -472,6 +480,12 @@ def _check_text(value: str, what: str, limit: int, bound: str) -> Rejected | Non
     return None
 
 
+def _check_reason(value: str) -> Rejected | None:
+    if REASON_PATTERN.fullmatch(value):
+        return None
+    return reject(E.BAD_REQUEST, "a reason is 1 to 32 of the letters a-z and '_' (like no_answer)")
+
+
 def _first(*checks: Rejected | None) -> Rejected | None:
     return next((check for check in checks if check is not None), None)
 
@@ -727,11 +741,14 @@ def _ask(team: Team, command: Ask, actor: Membership | None, limits: Limits) -> 
     return Accepted(team, exchange, effects=(question_notice(team, exchange),))
 
 
-def _end_question(team: Team, exchange: Exchange, event: QuestionEvent, at: int) -> tuple[Team, Exchange]:
-    """Move an open question to its end state and drop it from the open indexes."""
+def _end_question(
+    team: Team, exchange: Exchange, event: QuestionEvent, at: int, reason: str | None = None
+) -> tuple[Team, Exchange]:
+    """Move an open question to its end state, with the reason its ender gave, and drop it from the open
+    indexes."""
     target = QUESTION_TRANSITIONS[(exchange.state, event)]
     assert isinstance(target, QuestionState) and exchange.state is Q.OPEN
-    ended = replace(exchange, state=target, ended_at=at)
+    ended = replace(exchange, state=target, ended_at=at, reason=reason)
     deadlines = list(team.open_deadlines)
     deadlines.remove((exchange.deadline_at, exchange.id))
     pending = team.pending_by_sender[exchange.from_] - 1
@@ -809,6 +826,9 @@ def _reply(team: Team, command: Reply, actor: Membership | None, limits: Limits)
 
 
 def _cancel(team: Team, command: Cancel, actor: Membership | None, limits: Limits) -> TeamOutcome:
+    problem = None if command.reason is None else _check_reason(command.reason)
+    if problem:
+        return problem
     exchange = visible_exchange(team, actor, command.question_id)
     if isinstance(exchange, Rejected):
         return exchange
@@ -816,12 +836,30 @@ def _cancel(team: Team, command: Cancel, actor: Membership | None, limits: Limit
         return reject(
             E.WRONG_MEMBER, f"only the asker {exchange.from_!r} or the owner can cancel {exchange.id!r}"
         )
-    target = QUESTION_TRANSITIONS[(exchange.state, QuestionEvent.CANCEL)]
+    return _end_one(team, exchange, QuestionEvent.CANCEL, command.at, command.reason)
+
+
+def _expire(team: Team, command: Expire, actor: Membership | None, limits: Limits) -> TeamOutcome:
+    """The owner's expiry, before the deadline: what a tick does to one question, with a reason."""
+    problem = _check_reason(command.reason)
+    if problem:
+        return problem
+    exchange = visible_exchange(team, actor, command.question_id)
+    if isinstance(exchange, Rejected):
+        return exchange
+    return _end_one(team, exchange, QuestionEvent.EXPIRE, command.at, command.reason)
+
+
+def _end_one(
+    team: Team, exchange: Exchange, event: QuestionEvent, at: int, reason: str | None
+) -> TeamOutcome:
+    """End one question by `event` when it is open; an ended one stays as it ended, reason included."""
+    target = QUESTION_TRANSITIONS[(exchange.state, event)]
     if isinstance(target, ErrorCode):
-        return reject(target, f"question {exchange.id!r} is already {exchange.state}; nothing to cancel")
+        return reject(target, f"question {exchange.id!r} is already {exchange.state}; nothing to {event}")
     if exchange.state is not Q.OPEN:
         return unchanged(team, exchange)
-    team, ended = _end_question(team, exchange, QuestionEvent.CANCEL, command.at)
+    team, ended = _end_question(team, exchange, event, at, reason)
     return Accepted(
         team,
         ended,
@@ -898,6 +936,7 @@ _HANDLERS: dict[type[TeamCommand], Handler] = {
     Ask: _ask,  # type: ignore[dict-item]
     Reply: _reply,  # type: ignore[dict-item]
     Cancel: _cancel,  # type: ignore[dict-item]
+    Expire: _expire,  # type: ignore[dict-item]
     Tick: _tick,  # type: ignore[dict-item]
     RecordDelivery: _record_delivery,  # type: ignore[dict-item]
 }

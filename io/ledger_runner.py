@@ -125,7 +125,8 @@ def _with_team(ledger: Ledger, team_id: str, team: Team | None) -> Ledger:
     return Ledger(ledger.teams.set(team_id, team))
 
 
-# Why a question that was still open ended, by the command that ended it (an expiry needs no reason).
+# Why a question that was still open ended, by the command that ended it, when the command gave no reason of
+# its own (an expiry by the clock needs none; the reason a cancel or the owner's expire gave wins).
 END_REASONS: dict[type[TeamCommand], str] = {
     Cancel: "cancelled_by_asker",
     RemoveMember: "member_removed",
@@ -167,7 +168,7 @@ def ledger_events(before: Team | None, after: Team, command: TeamCommand) -> lis
             if exchange_id in still_open or ended is None:
                 continue
             event = {"type": "question_ended", **base, "exchangeId": exchange_id, "state": ended.state.value}
-            reason = END_REASONS.get(type(command))
+            reason = ended.reason or END_REASONS.get(type(command))
             if reason is not None and ended.answer is None:
                 event["reason"] = reason
             events.append(event)

@@ -12,7 +12,7 @@ from harness.core.bounded_json import JsonRefused, parse_json
 
 PROTOCOL: Final = "team.v1"
 # Bumped when an action or field is added, so a client can explain an older daemon instead of failing oddly.
-PROTOCOL_REVISION: Final = 5
+PROTOCOL_REVISION: Final = 6
 FEATURES: Final = (
     "operation-ids",  # create/add/ask are idempotent by their id; conflicting reuse fails with `conflict`
     "late-answers",  # a reply after expiry or cancellation is kept with `late: true`
@@ -24,6 +24,7 @@ FEATURES: Final = (
     "listener-stats",  # the owner-only daemon_status action: the listeners' refusal and fault counters
     "board",  # board_get and board: the team's board of roles, tasks and pulled notes (board-v1)
     "usage",  # the usage action: every bound with its use, a warning from 80 %, and what a person can do
+    "question-reasons",  # cancel takes a reason; the owner's expire ends a question with one; views show it
 )
 
 # A request of team.v1 is at most ~50,000 characters of fields; this leaves room for escaping while keeping
@@ -70,7 +71,8 @@ ACTIONS: Final[dict[str, Action]] = {
     "inbox": _action(),
     "status": _action("questionId"),
     "wait": _action("questionId", "seconds"),
-    "cancel": _action("questionId"),
+    "cancel": _action("questionId", "reason"),
+    "expire": _action("questionId", "reason", owner_only=True),
     "delivery_check": _action("questionId", "notice", owner_only=True),
     "delivery_inspect": _action("noticeId", owner_only=True),
     "delivery_resolve": _action("noticeId", "landed", owner_only=True),

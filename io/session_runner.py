@@ -4,12 +4,10 @@
 # the participants and one orchestrator member of its own (`session`, no terminal: its notices are the
 # session's introductions, the brief and the reminders, each a question the desk delivers like any other),
 # feeds what the ledger shows into core/session.py's reducer, and applies the reducer's effects with the
-# owner token: a reminder is a question from `session`, a release or a cancel is an owner cancel. Every
-# orchestrator event, and the ledger steps of the session's asks, go to the session's own trace.
-#
-# The ledger has no "end expired with a reason" (core/team.py: Cancel and Tick carry no reason), so a
-# released asker's question ends `cancelled` in the ledger while the trace says `no_answer`; see
-# spec/session-v1.md, "Left open".
+# owner token: a reminder is a question from `session`; a release is the owner's expire with reason
+# `no_answer` (the question ends `expired`, visibly, never with an invented answer); an ending session
+# cancels its asks in flight with the ending as their reason. Every orchestrator event, and the ledger steps
+# of the session's asks, go to the session's own trace.
 from __future__ import annotations
 
 import os
@@ -34,6 +32,9 @@ ORCHESTRATOR_NAME: Final = "session"  # the member whose questions are the sessi
 BRIEF_TTL_MS: Final = 24 * 3_600_000  # the ledger's longest question: the brief stays open for the session
 NOTICE_TTL_MS: Final = 3_600_000
 LOOK_EVERY_MS: Final = 2_000  # how often the engines' panes are looked at (a tmux call each)
+# The ledger reason of an ask cancelled by the session's end: the tool that concluded it, or `stopped`.
+ENDED_BY: Final[Mapping[str, str]] = {"conclude": "concluded", "adjourn": "adjourned", "recess": "recessed"}
+STOPPED: Final = "stopped"
 
 # How each tool is used from a terminal, in the words of the team commands an introduction taught. A tool of
 # the role that is missing here has no command yet and is not offered (spec/session-v1.md, "Left open").
@@ -166,7 +167,8 @@ class SessionRunner:
         """After the end: withdraw the session's own notices still open, and trace how its questions ended."""
         session = self._current()
         for question_id in self._notices:
-            await self._cancel(question_id, f"session {session.id} {session.termination}")
+            why = f"session {session.id} {session.termination}"
+            await self._end_question("cancel", question_id, why, ending_reason(session))
         await self._observe()
         await self._settle()
 
@@ -327,13 +329,13 @@ class SessionRunner:
                 case s.SubmitReminder(participant=participant, question_id=question_id):
                     await self._remind(participant, question_id)
                 case s.ReleaseAsker(question_id=question_id, reason=reason):
-                    await self._cancel(question_id, reason)
+                    await self._end_question("expire", question_id, reason, reason)
                     await self._end_reminder(question_id)
                     asker = self._current().asks[question_id].asker
                     released = {"session": self.plan.session_id, "exchangeId": question_id, "reason": reason}
                     self._trace.emit(ORCHESTRATOR, {"type": "asker_released", **released, "memberId": asker})
                 case s.CancelAsk(question_id=question_id, reason=reason):
-                    await self._cancel(question_id, reason)
+                    await self._end_question("cancel", question_id, reason, ending_reason(self._current()))
                     await self._end_reminder(question_id)
                 case _:
                     # OpenAsk and PostAnswer are already in the ledger (the tools are team operations), the
@@ -366,13 +368,17 @@ class SessionRunner:
         if reminder_id is not None:
             await self._cancel(reminder_id, f"question {question_id} ended")
 
-    async def _cancel(self, question_id: str, reason: str) -> None:
-        """End an open ledger question as the owner; one already ended stays as it ended."""
+    async def _cancel(self, question_id: str, why: str) -> None:
+        await self._end_question("cancel", question_id, why, None)
+
+    async def _end_question(self, action: str, question_id: str, why: str, reason: str | None) -> None:
+        """End an open ledger question as the owner (`cancel` or `expire`), the ledger keeping `reason`; one
+        already ended stays as it ended. `why` is what the session's trace says."""
         if question_id in self._end_reasons:
             return
-        self._end_reasons[question_id] = reason
+        self._end_reasons[question_id] = why
         try:
-            await self._call("cancel", {"questionId": question_id})
+            await self._call(action, {"questionId": question_id, "reason": reason})
         except RemoteError as error:
             self._end_reasons.pop(question_id)
             if error.code not in ("conflict", "not_found"):
@@ -384,6 +390,13 @@ class SessionRunner:
         view = self._redactor.value(status_view(self._current(), self._trace.directory, os.getpid()))
         assert isinstance(view, dict)  # redaction keeps an object an object
         await trio.to_thread.run_sync(homes.write_private_json, self.directory / STATUS_FILE, view)
+
+
+def ending_reason(session: s.Session) -> str:
+    """How the session ended, as a ledger reason: `concluded`, `adjourned`, `recessed` or `stopped`."""
+    if session.termination is s.Termination.CONCLUDED:
+        return ENDED_BY[(session.reason or "").partition(" ")[0]]
+    return STOPPED
 
 
 def trace_event(effect: s.TraceEvent) -> dict[str, object]:

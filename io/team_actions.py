@@ -17,6 +17,7 @@ from harness.core.commands import (
     Ask,
     Cancel,
     CreateTeam,
+    Expire,
     NewMember,
     PauseTeam,
     RemoveMember,
@@ -69,7 +70,7 @@ def _new_member(data: dict[str, Any], operation_id: str | None, default_id: str)
 
 
 class TeamActions:
-    """list, create, get, members, add, remove, key, pause, resume, archive, ask, reply and cancel."""
+    """list, create, get, members, add, remove, key, pause, resume, archive, ask, reply, cancel and expire."""
 
     def __init__(
         self,
@@ -98,6 +99,7 @@ class TeamActions:
             "ask": self.ask,
             "reply": self.reply,
             "cancel": self.cancel,
+            "expire": self.expire,
         }
 
     def _member_ref(self, request: Request, ref: str | None) -> str | None:
@@ -235,7 +237,13 @@ class TeamActions:
         return await self._exchange(command)
 
     async def cancel(self, request: Request) -> object:
-        command = Cancel(0, team_id(request), request.text("questionId"), member_key=request.member_key)
+        question_id, reason = request.text("questionId"), request.opt_text("reason")
+        command = Cancel(0, team_id(request), question_id, member_key=request.member_key, reason=reason)
+        return await self._exchange(command)
+
+    async def expire(self, request: Request) -> object:
+        question_id, reason = request.text("questionId"), request.text("reason")
+        command = Expire(0, team_id(request), question_id, reason, member_key=request.member_key)
         return await self._exchange(command)
 
     async def _exchange(self, command: TeamCommand, operation_id: str | None = None) -> object:

@@ -161,7 +161,8 @@ def test_a_facilitate_session_of_three_real_engines(live: list[LiveTeam], tmp_pa
 
     ledger = {e["id"]: e for e in team.team(SID)["exchanges"]}
     assert ledger[f"q-{ANSWERS}"]["answer"]["text"] == ENDPOINT  # the engine's own reply, through the daemon
-    assert ledger[f"q-{IGNORES}"]["answer"] is None and ledger[f"q-{IGNORES}"]["state"] == "cancelled"
+    ignored = ledger[f"q-{IGNORES}"]
+    assert ignored["answer"] is None and (ignored["state"], ignored["reason"]) == ("expired", "no_answer")
     reminders = [e for e in ledger.values() if ".reminder." in e["id"]]
     assert [(e["to"], (e["delivery"] or {}).get("state")) for e in reminders] == [(IGNORES, "accepted")], (
         reminders

@@ -90,8 +90,8 @@ def test_a_facilitated_session_reminds_once_traces_the_violation_and_releases_th
     home: Path, tmp_path: Path
 ) -> None:
     """Seed 004: "On an unanswered owed Ask, the participant injects one synthetic reminder. It then emits
-    protocol_violation. It unblocks the asker" -- here by ending the question in the ledger, never with an
-    invented answer."""
+    protocol_violation. It unblocks the asker" -- here by ending the question in the ledger: "the question
+    ends `expired` with reason `no_answer`, visible, never an invented answer" (issue 21)."""
     member(home, "chair", "lead", "ann", "ben")
     member(home, "ann", "answer")
     member(home, "ben", "ignore")
@@ -111,13 +111,14 @@ def test_a_facilitated_session_reminds_once_traces_the_violation_and_releases_th
     assert asks["q-ann"]["state"] == "answered"
     assert (asks["q-ben"]["state"], asks["q-ben"]["reason"]) == ("released", "no_answer")
     assert view["reminders"] == ["q-ben"] and view["violations"] == ["q-ben"]
-    assert view["summary"] == "concluded: q-ann answered; q-ben cancelled"
+    assert view["summary"] == "concluded: q-ann answered; q-ben expired"  # what the lead's `status` showed
 
     # The ledger: ann's answer, ben's question ended without one, and the one reminder delivered to ben.
     team = ok(harness(home, "team", "get", "--team", "s1"))
     exchanges = {e["id"]: e for e in team["exchanges"]}
     assert exchanges["q-ann"]["state"] == "answered" and exchanges["q-ann"]["answer"]["author"] == "ann"
-    assert exchanges["q-ben"]["state"] == "cancelled" and exchanges["q-ben"]["answer"] is None
+    ben = exchanges["q-ben"]
+    assert (ben["state"], ben["reason"], ben["answer"]) == ("expired", "no_answer", None)
     reminders = [e for e in team["exchanges"] if ".reminder." in e["id"]]
     assert [(e["from"], e["to"], e["state"]) for e in reminders] == [("session", "ben", "cancelled")]
     assert "Reminder from session s1" in panes["ben"].replace("\n", "")
@@ -230,7 +231,7 @@ def test_harness_session_stop_aborts_a_running_session(home: Path, tmp_path: Pat
     assert code == 1, view
     assert (view["termination"], view["reason"]) == ("stopped", "abort: stopped by `harness session stop`")
     brief = ok(harness(home, "team", "status", "s-stop.brief", "--team", "s-stop"))
-    assert brief["state"] == "cancelled"  # the judge is not left owing its brief
+    assert (brief["state"], brief["reason"]) == ("cancelled", "stopped")  # the judge owes its brief no more
 
 
 def test_an_engine_that_exits_stops_its_session(home: Path, tmp_path: Path) -> None:

@@ -64,7 +64,9 @@ class LedgerDouble:
             text, ttl, asker = fields["text"], fields["ttlMs"], fields["from"]
             self.apply(c.Ask(self.now, SID, fields["id"], fields["to"], text, ttl_ms=ttl, from_=asker))
         elif action == "cancel":
-            self.apply(c.Cancel(self.now, SID, fields["questionId"]))
+            self.apply(c.Cancel(self.now, SID, fields["questionId"], reason=fields["reason"]))
+        elif action == "expire":
+            self.apply(c.Expire(self.now, SID, fields["questionId"], fields["reason"]))
         elif action != "get":
             raise AssertionError(f"the runner made an unexpected call {action}")
         return team_view(self.team)
@@ -141,7 +143,11 @@ def test_one_reminder_then_a_violation_then_the_asker_is_released(tmp_path: Path
         assert [(e["from"], e["to"], e["state"]) for e in reminders] == [("session", "ben", "open")]
         ledger.now += 4_000  # 5 s after the reminder
         await made.round()
-        assert ledger.team.exchanges["q1"].state.value == "cancelled"  # released, never answered
+        released = ledger.team.exchanges["q1"]
+        # Seed 004: "the question ends `expired` with reason `no_answer`, visible, never an invented answer".
+        assert (released.state.value, released.reason, released.answer) == ("expired", "no_answer", None)
+        [view] = [e for e in team_view(ledger.team)["exchanges"] if e["id"] == "q1"]
+        assert (view["state"], view["reason"]) == ("expired", "no_answer")  # what every view shows
         assert ledger.team.exchanges[reminders[0]["id"]].state.value == "cancelled"
         ledger.reply("s1.brief", "chair", "done")
         assert (await made.round()).termination is s.Termination.CONCLUDED
@@ -158,7 +164,7 @@ def test_one_reminder_then_a_violation_then_the_asker_is_released(tmp_path: Path
     violation = next(line.event for line in lines if line.event["type"] == "protocol_violation")
     assert (violation["memberId"], violation["rule"], violation["asker"]) == ("ben", "no_answer", "chair")
     ended = next(e.event for e in lines if kinds([e]) == [("ledger", "question_ended", "q1")])
-    assert (ended["exchangeId"], ended["state"], ended["reason"]) == ("q1", "cancelled", "no_answer")
+    assert (ended["exchangeId"], ended["state"], ended["reason"]) == ("q1", "expired", "no_answer")
     [summary] = [line.event for line in lines if line.event["type"] == "summary"]
     assert (summary["termination"], summary["violations"], summary["reminders"]) == ("concluded", ["q1"], 1)
 
@@ -209,8 +215,8 @@ def test_stop_aborts_and_cancels_every_ask_in_flight_with_its_reason(tmp_path: P
         )
         assert made._current().asks["q1"].state is s.AskState.CANCELLED
         await made.finish()
-        states = {q: e.state.value for q, e in ledger.team.exchanges.items()}
-        assert all(state == "cancelled" for state in states.values()), states  # the brief and intros too
+        ends = {q: (e.state.value, e.reason) for q, e in ledger.team.exchanges.items()}
+        assert set(ends.values()) == {("cancelled", "stopped")}, ends  # the brief and intros too
 
     lines = play(tmp_path, plan(s.Mode.FACILITATE, "ann"), story)
     ended = next(
@@ -221,6 +227,49 @@ def test_stop_aborts_and_cancels_every_ask_in_flight_with_its_reason(tmp_path: P
     assert ended["reason"] == "session s1 stopped: abort: stopped by `harness session stop`"
     status = runner.read_status(tmp_path / "home", SID)
     assert status is not None and (status["state"], status["termination"]) == ("ended", "stopped")
+
+
+@pytest.mark.parametrize(
+    ("mode", "reason"), [(s.Mode.FACILITATE, "concluded"), (s.Mode.DISCUSS, "adjourned")]
+)
+def test_the_ending_cancels_every_ask_in_flight_with_the_ending_as_its_reason(
+    tmp_path: Path, mode: s.Mode, reason: str
+) -> None:
+    """Seed 004: Conclude / Adjourn / Recess "cancel in-flight asks with a visible reason": the ledger keeps
+    the ending on each question it cancelled; an ask answered before the end keeps its answer."""
+
+    async def story(made: runner.SessionRunner, ledger: LedgerDouble, gone: set[str]) -> None:
+        ledger.ask("q1", "chair", "ann")
+        ledger.ask("q2", "chair", "ann")
+        await made.round()
+        ledger.reply("q2", "ann")
+        await made.round()
+        ledger.reply("s1.brief", "chair", "done")
+        await made.round()
+        await made.finish()
+        q1, q2 = ledger.team.exchanges["q1"], ledger.team.exchanges["q2"]
+        assert (q1.state.value, q1.reason, q1.answer) == ("cancelled", reason, None)
+        assert (q2.state.value, q2.reason) == ("answered", None)
+        assert ledger.team.exchanges["s1.intro.ann"].reason == reason
+
+    play(tmp_path, plan(mode, "ann"), story)
+
+
+@pytest.mark.parametrize(
+    ("mode", "tool", "reason"),
+    [
+        (s.Mode.FACILITATE, s.Conclude, "concluded"),
+        (s.Mode.DISCUSS, s.Adjourn, "adjourned"),
+        (s.Mode.DISCUSS, s.Recess, "recessed"),
+        (s.Mode.FACILITATE, s.Abort, "stopped"),
+    ],
+)
+def test_the_ledger_reason_of_an_ending_names_it(mode: s.Mode, tool: type[Any], reason: str) -> None:
+    started = s.step(None, s.Start(START, SID, mode, "chair", ("ann",)), LIMITS)
+    assert isinstance(started, Accepted)
+    ended = s.step(started.state, tool(START + 1, "chair"), LIMITS)
+    assert isinstance(ended, Accepted) and ended.state.state is s.SessionState.ENDED
+    assert runner.ending_reason(ended.state) == reason
 
 
 def test_an_engine_whose_pane_is_gone_stops_the_session(tmp_path: Path) -> None:

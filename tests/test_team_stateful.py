@@ -1,9 +1,11 @@
 # A Hypothesis rule machine over the real team reducer: members and the owner interleave asks, replies,
-# cancels, pauses, membership changes, delivery reports and clock jumps, with small bounds so every bound
-# is hit. After every step it checks the core invariants (the same functions the model checker and the
-# daemon call), that a repeat of any accepted operation returns the same record (T14), that rejections
-# leave the ledger untouched (T10), that no accepted ask ever vanishes, that a pause never refuses an ask,
-# and what breaks a wait: exactly the open questions to the waiter that are news to it.
+# cancels and expiries (with reasons, hostile ones too), pauses, membership changes, delivery reports and
+# clock jumps, with small bounds so every bound is hit. After every step it checks the core invariants (the
+# same functions the model checker and the daemon call), that a repeat of any accepted operation returns the
+# same record (T14), that rejections leave the ledger untouched (T10), that no accepted ask ever vanishes,
+# that a pause never refuses an ask, what breaks a wait: exactly the open questions to the waiter that are
+# news to it, and that a question's reason is a short token set once, by the step that ended it, and is never
+# an answer.
 from __future__ import annotations
 
 import json
@@ -20,7 +22,7 @@ from harness.core.invariants import check_step, ledger_violations, repeat_violat
 from harness.core.limits import Limits
 from harness.core.outcome import Accepted
 from harness.core.queries import WaitReason, decide_wait, incoming_for, was_read
-from harness.core.records import EMPTY_LEDGER, Ledger, QuestionState, TeamState
+from harness.core.records import EMPTY_LEDGER, REASON_PATTERN, Ledger, QuestionState, TeamState
 from harness.core.team import owed_notices, step
 
 LIMITS = Limits(memberships=6, exchanges=14, pending_per_sender=3, asks_per_minute=6, parent_chain=3)
@@ -30,6 +32,15 @@ TARGETS = st.sampled_from(["m0", "m1", "n2", "m4", "nobody"])
 QIDS = st.sampled_from([f"q{n}" for n in range(18)])
 TTLS = st.sampled_from([None, 10_000, 30_000, 5_000])
 MEMBER_KEYS = st.sampled_from([None, "k0", "k1", "k2", "k3", "k4", "k5", "stale"])
+# Reasons a shell may send: the session's tokens, the longest allowed, and hostile ones (too long, empty,
+# upper case, a line break or escape sequence for a terminal, a key-shaped secret, a shell expansion).
+REASONS = st.sampled_from(
+    [
+        *("no_answer", "concluded", "adjourned", "recessed", "stopped", "a" * 32),
+        *("", "a" * 33, "No_answer", "no answer", "no_answer\n", "\x1b[2Jgone", "ghp_" + "x" * 36),
+        *("$(reboot)", "r\u00e9ason", "no-answer", "\u2028"),
+    ]
+)
 
 
 class TeamLedgerMachine(RuleBasedStateMachine):
@@ -40,6 +51,7 @@ class TeamLedgerMachine(RuleBasedStateMachine):
         self.accepted_asks: dict[str, c.Ask] = {}
         self.next_member = 4
         self.owed: dict[str, fx.SubmitNotice] = {}
+        self.ended_with: dict[str, str | None] = {}  # question id -> the reason it ended with
 
     def apply(self, command: c.TeamCommand) -> Accepted[Ledger] | Rejected:
         before = self.ledger
@@ -54,6 +66,9 @@ class TeamLedgerMachine(RuleBasedStateMachine):
         assert repeat_violations(outcome.state, command, outcome, LIMITS) == []
         self.ledger = outcome.state
         self.track_notices(outcome.effects)
+        for exchange in self.ledger.teams[TEAM].exchanges.values() if TEAM in self.ledger.teams else ():
+            if exchange.state is not QuestionState.OPEN:
+                self.ended_with.setdefault(exchange.id, exchange.reason)
         if isinstance(command, c.Ask) and outcome.changed:
             self.accepted_asks[command.id] = command
         return outcome
@@ -150,11 +165,40 @@ class TeamLedgerMachine(RuleBasedStateMachine):
         by = self.addressee_key(data, qid)
         self.apply(c.Reply(self.at(), TEAM, qid, text, evidence, member_id if by is None else None, by))
 
-    @rule(data=st.data())
-    def cancel(self, data: st.DataObject) -> None:
+    @rule(data=st.data(), reason=st.one_of(st.none(), REASONS))
+    def cancel(self, data: st.DataObject, reason: str | None) -> None:
         qid = self.known_qid(data)
-        by = self.active_key(data)
-        self.apply(c.Cancel(self.at(), TEAM, qid, by))
+        by = None if data.draw(st.booleans()) else self.active_key(data)  # the owner half the time
+        self.check_reasoned(c.Cancel(self.at(), TEAM, qid, by, reason), QuestionState.CANCELLED)
+
+    @rule(data=st.data(), reason=REASONS, key=st.sampled_from([None] * 5 + ["k1"]))
+    def expire(self, data: st.DataObject, reason: str, key: str | None) -> None:
+        """The owner ends an open question `expired` with a reason, as a deadline would, never answered."""
+        command = c.Expire(self.at(), TEAM, self.known_qid(data), reason, key)
+        outcome = self.check_reasoned(command, QuestionState.EXPIRED)
+        if key is not None:
+            assert isinstance(outcome, Rejected) and outcome.code is ErrorCode.UNAUTHORIZED, outcome
+
+    def check_reasoned(
+        self, command: c.Cancel | c.Expire, ends: QuestionState
+    ) -> Accepted[Ledger] | Rejected:
+        """Apply a cancel or expire: a hostile reason is refused; an accepted one that ended the question
+        left it in `ends`, with exactly its reason and no answer; one already ended kept its first reason."""
+        before = self.ledger.teams[TEAM].exchanges.get(command.question_id)
+        outcome = self.apply(command)
+        if command.reason is not None and not REASON_PATTERN.fullmatch(command.reason):
+            assert isinstance(outcome, Rejected), outcome
+            event(f"hostile reason refused: {outcome.code}")
+            return outcome
+        if isinstance(outcome, Accepted):
+            after = self.ledger.teams[TEAM].exchanges[command.question_id]
+            if outcome.changed:
+                assert before is not None and before.state is QuestionState.OPEN
+                assert (after.state, after.reason, after.answer) == (ends, command.reason, None)
+                event(f"{type(command).__name__} ended a question with a reason")
+            else:
+                assert before is not None and after == before
+        return outcome
 
     @rule(ms=st.sampled_from([1, 1_000, 9_000, 20_000, 61_000]))
     def tick(self, ms: int) -> None:
@@ -250,6 +294,18 @@ class TeamLedgerMachine(RuleBasedStateMachine):
                 ask.parent_id,
                 ask.notify,
             )
+
+    @invariant()
+    def a_reason_never_changes_and_never_answers(self) -> None:
+        team = self.ledger.teams.get(TEAM)
+        for qid, reason in self.ended_with.items():
+            assert team is not None
+            exchange = team.exchanges[qid]
+            assert exchange.reason == reason
+            assert reason is None or REASON_PATTERN.fullmatch(reason)
+            assert reason is None or exchange.answer is None or exchange.answer.late
+        for exchange in team.exchanges.values() if team is not None else ():
+            assert exchange.state is not QuestionState.OPEN or exchange.reason is None
 
     @invariant()
     def checkpoint_round_trip(self) -> None:
