@@ -54,11 +54,20 @@ def run_command(
         ),
     ] = None,
     model_port: Annotated[int, typer.Option("--model-port", help="Loopback port of --model-server.")] = 8765,
+    mode: Annotated[
+        str,
+        typer.Option(
+            "--mode",
+            help="session (default): each run a `run` session of the eval's own daemon, the engine in tmux;"
+            " process: the engine as one non-interactive process (`claude -p`, `codex exec`, a script).",
+        ),
+    ] = "session",
     k: KOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Run each task family N times per engine, each run in a fresh working copy (setup, engine, judge),
-    keep every run's record and trace under --out, then print the report."""
+    """Run each task family N times per engine, each run in a fresh working copy (setup, engine, judge), by
+    default the engine step a coordination session of its own; keep every run's record and traces under
+    --out, then print the report."""
     from harness.io.redaction_env import from_environment
 
     specs = [spec.strip() for spec in engines.split(",") if spec.strip()]
@@ -72,6 +81,7 @@ def run_command(
             offline=offline,
             model_server=model_server,
             model_port=model_port,
+            mode=mode,
         )
         redactor = from_environment()
 

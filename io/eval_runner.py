@@ -10,15 +10,25 @@
 # engine (it gets the brief on stdin). `--offline` runs the engine step inside a private network namespace
 # (`unshare -n`, loopback only); `--model-server CMD` starts a model server there first (a scripted model
 # for offline runs) and waits until it listens on loopback, and the end of the step ends it.
+#
+# `--mode session` (the default; issue 22: "each run is a coordination session of its own") runs the engine
+# step as a `run` session instead (spec/session-v1.md section 9): the eval starts a daemon on a private data
+# directory (OUT/daemon) and stops it at the end; each run starts its engine with `harness agent start` in
+# that directory's own tmux server, its cwd the run's working copy, then `harness session run --mode run`
+# gives it the family's brief until it concludes. The session's trace stays in OUT/daemon (its path in the
+# record), the run's time is the session's, start to summary, and its turns the session's prompts that
+# reached the engine. `--mode process` keeps the plain non-interactive adapters above.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -29,7 +39,7 @@ from typing import IO, Final
 from harness.core.bounded_json import JsonRefused, parse_json
 from harness.core.eval_stats import RunOutcome, summarize
 from harness.core.redaction import Redactor
-from harness.io.trace import encode_line, file_name
+from harness.io.trace import encode_line, file_name, read_trace, session_trace_dir, team_trace_dir
 
 BRIEF: Final = "brief.md"
 SETUP: Final = "setup"
@@ -70,6 +80,16 @@ fi
 exec "$@"
 """
 OFFLINE_WRAPPER: Final = ("unshare", "-n", "--", "bash", "-c", _OFFLINE, "engine")
+MODES: Final = ("session", "process")
+DAEMON_DIR: Final = "daemon"
+HARNESS: Final = (sys.executable, "-m", "harness.cli.main")
+HARNESS_TIMEOUT: Final = 120.0  # a daemon or agent start, stop or removal on a loaded machine
+# A desk trace event of a question notice that reached a pane (the engine's when `memberId` names it).
+DELIVERED: Final = {"type": "notice", "kind": "question", "state": "delivered"}
+SCRIPTED: Final = "scripted"  # the agent engine a script:PATH engine runs as in a session
+# The run variables a session's engine gets on its command line: its tmux server's environment is the one
+# the first run started it with.
+RUN_VARIABLES: Final = ("HARNESS_EVAL_FAMILY", "HARNESS_EVAL_RUN", "HARNESS_EVAL_ENGINE")
 
 
 class EvalError(Exception):
@@ -91,6 +111,8 @@ class Engine:
     name: str
     argv: tuple[str, ...]
     brief_on_stdin: bool
+    agent_engine: str  # what `harness agent start --engine` runs it as in a session
+    custom_binary: bool = False
 
     def command(self, brief: str) -> list[str]:
         return [brief if word == "{brief}" else word for word in self.argv]
@@ -138,12 +160,12 @@ def engine(spec: str) -> Engine:
     name, _, binary = spec.partition("=")
     if name in ADAPTERS:
         argv = ADAPTERS[name]
-        return Engine(name, (binary, *argv[1:]) if binary else argv, brief_on_stdin=False)
+        return Engine(name, (binary, *argv[1:]) if binary else argv, False, name, custom_binary=bool(binary))
     if spec.startswith(SCRIPT_PREFIX):
         script = Path(spec[len(SCRIPT_PREFIX) :]).resolve()
         if not (script.is_file() and os.access(script, os.X_OK)):
             raise EvalError(f"{spec}: not an executable script")
-        return Engine(f"{SCRIPT_PREFIX}{script.stem}", (str(script),), brief_on_stdin=True)
+        return Engine(f"{SCRIPT_PREFIX}{script.stem}", (str(script),), True, SCRIPTED)
     raise EvalError(f"unknown engine {spec!r}; one of {', '.join(ADAPTERS)} (=BIN) or {SCRIPT_PREFIX}PATH")
 
 
@@ -218,6 +240,12 @@ class Plan:
     offline: bool
     model_server: str | None = None
     model_port: int = 8765
+    mode: str = "session"
+
+    @property
+    def home(self) -> Path:
+        """The eval's private data directory (session mode): its daemon, tmux server and session traces."""
+        return self.out / DAEMON_DIR
 
 
 def make_plan(
@@ -230,7 +258,12 @@ def make_plan(
     offline: bool,
     model_server: str | None = None,
     model_port: int = 8765,
+    mode: str = "session",
 ) -> Plan:
+    if mode not in MODES:
+        raise EvalError(f"unknown --mode {mode!r}; one of {', '.join(MODES)}")
+    if mode == "session" and offline:
+        raise EvalError("--offline runs one engine process in a namespace: add --mode process")
     if runs < 1:
         raise EvalError("--runs must be at least 1")
     if model_server is not None and not offline:
@@ -250,9 +283,13 @@ def make_plan(
         raise EvalError("name at least one engine with --engines")
     if len({slug(e.name) for e in engines}) != len(engines):
         raise EvalError("engines need distinct names")
+    if mode == "session" and any(e.custom_binary for e in engines):
+        raise EvalError("NAME=BIN names a binary for --mode process; a session starts the installed engine")
     if (out / RUNS_DIR).exists():
         raise EvalError(f"{out} already holds an eval; give a new --out")
-    return Plan(families, engines, runs, out.resolve(), engine_timeout, offline, model_server, model_port)
+    return Plan(
+        families, engines, runs, out.resolve(), engine_timeout, offline, model_server, model_port, mode
+    )
 
 
 class _Trace:
@@ -300,7 +337,14 @@ def run_one(plan: Plan, family: Family, which: Engine, index: int, redactor: Red
         setup = run_step([str(family.root / SETUP)], workdir, env, b"", SETUP_TIMEOUT)
         trace.emit(setup.event("setup"))
         engine_step = judge = None
-        if setup.exit == 0:
+        session: dict[str, object] = {}
+        if setup.exit == 0 and plan.mode == "session":
+            engine_step, session = run_session(plan, family, which, index=index, workdir=workdir, env=env)
+            trace.emit({**engine_step.event("engine"), "session": session})
+            if engine_step.exit is not None:
+                judge = run_step([str(family.root / JUDGE)], workdir, env, b"", JUDGE_TIMEOUT)
+                trace.emit(judge.event("judge"))
+        elif setup.exit == 0:
             argv = which.command(family.brief)
             if plan.offline:
                 argv = [*OFFLINE_WRAPPER, *argv]
@@ -317,6 +361,8 @@ def run_one(plan: Plan, family: Family, which: Engine, index: int, redactor: Red
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     status, reason = _verdict(setup, engine_step, judge)
+    if plan.mode == "session" and engine_step is not None and engine_step.exit is not None and not session:
+        status, reason = "error", f"no session: {_last_line(engine_step)}"
     record: dict[str, object] = {
         "family": family.name,
         "engine": which.name,
@@ -329,6 +375,7 @@ def run_one(plan: Plan, family: Family, which: Engine, index: int, redactor: Red
         "engineExit": engine_step.exit if engine_step else None,
         "judgeExit": judge.exit if judge else None,
         "trace": str(base / f"{index}.trace"),
+        **session_fields(plan, session),
     }
     trace.emit({"type": "summary", **{key: record[key] for key in ("status", "reason", "seconds", "turns")}})
     trace.write(base / f"{index}.trace")
@@ -337,6 +384,94 @@ def run_one(plan: Plan, family: Family, which: Engine, index: int, redactor: Red
     temporary.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     temporary.rename(path)
     return record
+
+
+def _harness(plan: Plan, argv: Sequence[str], env: Mapping[str, str], timeout: float) -> Step:
+    """One `harness` command on the eval's data directory (its options before a `--` that ends them);
+    variables naming another directory or daemon are left out, the run's own kept."""
+    own = {k: v for k, v in env.items() if not k.startswith("HARNESS_") or k in RUN_VARIABLES}
+    cut = argv.index("--") if "--" in argv else len(argv)
+    words = [*HARNESS, *argv[:cut], "--home", str(plan.home), "--json", *argv[cut:]]
+    return run_step(words, plan.out, own, b"", timeout)
+
+
+def _document(step: Step) -> dict[str, object]:
+    value = parse_json(step.stdout.strip(), max_bytes=KEPT_OUTPUT) if step.stdout.strip() else None
+    return value if isinstance(value, dict) else {}
+
+
+def _last_line(step: Step) -> str:
+    detail = _document(step).get("detail")
+    lines = (step.stderr or step.stdout or step.error or "no output").strip().splitlines()
+    return str(detail) if detail else lines[-1] if lines else "no output"
+
+
+def session_id(family: Family, which: Engine, index: int) -> str:
+    """The run's session id, also its agent's name: short (a session id is at most 48 characters), and
+    distinct per family, engine and run."""
+    digest = hashlib.sha256(f"{family.name}\0{which.name}".encode()).hexdigest()[:12]
+    return f"eval-{digest}-{index}"
+
+
+def run_session(
+    plan: Plan, family: Family, which: Engine, *, index: int, workdir: Path, env: Mapping[str, str]
+) -> tuple[Step, dict[str, object]]:
+    """The engine step as a `run` session: the engine started in the eval's tmux server with the working
+    copy as its cwd, then `harness session run --mode run` with the family's brief until the session ends
+    or the engine's timeout. The step and the session's view (empty when no session ended); the agent is
+    removed, its tmux session ended, whatever happened."""
+    sid = session_id(family, which, index)
+    program = ["--", "env", *(f"{k}={env[k]}" for k in RUN_VARIABLES), which.argv[0]]
+    start = ["agent", "start", "--engine", which.agent_engine, "--name", sid, "--cwd", str(workdir)]
+    started = _harness(
+        plan, [*start, *(program if which.agent_engine == SCRIPTED else [])], env, HARNESS_TIMEOUT
+    )
+    if started.exit != 0:
+        return Step(None, started.seconds, "", "", f"cannot start {which.name}: {_last_line(started)}"), {}
+    try:
+        argv = ["session", "run", "--mode", "run", "--lead", f"{sid}={which.agent_engine}", "--id", sid]
+        step = _harness(plan, [*argv, "--brief", str(family.root / BRIEF)], env, plan.engine_timeout)
+    finally:
+        _harness(plan, ["agent", "remove", sid], env, HARNESS_TIMEOUT)
+    view = _document(step) if step.exit is not None else {}
+    return step, (view if "termination" in view else {})
+
+
+def session_fields(plan: Plan, session: Mapping[str, object]) -> dict[str, object]:
+    """What a run record takes from its session: the session's time from its start to its summary, its
+    turns, how it ended, and where its trace is kept."""
+    if not session:
+        return {}
+    sid = str(session["sessionId"])
+    started, ended = session.get("startedAt"), session.get("endedAt")
+    seconds = (ended - started) / 1000 if isinstance(started, int) and isinstance(ended, int) else 0.0
+    return {
+        "seconds": round(seconds, 3),
+        "turns": session_turns(
+            plan.home, sid, wait=30.0 if session.get("termination") == "concluded" else 0.0
+        ),
+        "session": {key: session.get(key) for key in ("sessionId", "termination", "reason", "summary")},
+        "sessionTrace": str(session_trace_dir(plan.home, sid)),
+    }
+
+
+def session_turns(home: Path, sid: str, *, wait: float) -> int:
+    """The session's prompts that reached its engine, each a turn: the brief and any reminder, as the
+    delivery desk recorded them in the session team's trace. The daemon writes its trace in the background,
+    so the brief's delivery is waited for up to `wait` seconds (it is there once the engine concluded on the
+    brief's notice; a session that stopped may have ended before it)."""
+    brief = f"{sid}.brief"
+    deadline = time.monotonic() + wait
+    while True:
+        delivered = set()
+        with contextlib.suppress(FileNotFoundError):
+            for line in read_trace(team_trace_dir(home, sid)):
+                event = line.event
+                if event.items() >= DELIVERED.items() and event.get("memberId") == sid:
+                    delivered.add(str(event.get("exchangeId")))
+        if brief in delivered or time.monotonic() > deadline:
+            return len(delivered)
+        time.sleep(0.2)
 
 
 def _verdict(setup: Step, engine_step: Step | None, judge: Step | None) -> tuple[str, str]:
@@ -360,13 +495,30 @@ def run_eval(
     """Every run of the plan, family by family, engine by engine; `progress` sees each record."""
     (plan.out / RUNS_DIR).mkdir(parents=True)
     records = []
-    for family in plan.families:
-        for which in plan.engines:
-            for index in range(plan.runs):
-                record = run_one(plan, family, which, index, redactor)
-                progress(record)
-                records.append(record)
+    with _daemon(plan):
+        for family in plan.families:
+            for which in plan.engines:
+                for index in range(plan.runs):
+                    record = run_one(plan, family, which, index, redactor)
+                    progress(record)
+                    records.append(record)
     return records
+
+
+@contextlib.contextmanager
+def _daemon(plan: Plan) -> Iterator[None]:
+    """In session mode, the eval's own daemon on its private data directory, stopped with its agents (and
+    their tmux server) at the end, whatever happened."""
+    if plan.mode != "session":
+        yield
+        return
+    started = _harness(plan, ["daemon", "start"], os.environ, HARNESS_TIMEOUT)
+    if started.exit != 0:
+        raise EvalError(f"cannot start the eval's daemon in {plan.home}: {_last_line(started)}")
+    try:
+        yield
+    finally:
+        _harness(plan, ["daemon", "stop", "--agents"], os.environ, HARNESS_TIMEOUT)
 
 
 def read_records(out: Path) -> Iterator[dict[str, object]]:
@@ -403,7 +555,13 @@ def report(out: Path, ks: Sequence[int] | None = None) -> dict[str, object]:
             "n": len(judged),
             "passed": sum(r.get("status") == "passed" for r in judged),
             "errors": len(records) - len(judged),
-            "failingTraces": [r.get("trace") for r in records if r.get("status") != "passed"],
+            "failingTraces": [
+                trace
+                for r in records
+                if r.get("status") != "passed"
+                for trace in (r.get("trace"), r.get("sessionTrace"))
+                if trace is not None
+            ],
         }
         if judged:
             where = f"{family}/{engine_name}"

@@ -1,6 +1,8 @@
 # `harness eval run` and `harness eval report` as real commands over real processes: two task families
 # (tests/fixtures/eval_families) by two shell scripts standing in for engines, five runs each, the engine
-# step inside `unshare -n`; pass@k is checked against the estimator computed by hand here.
+# step inside `unshare -n`; pass@k is checked against the estimator computed by hand here. The same families
+# and engines run as sessions (the default mode): the eval's own daemon, each engine a scripted member in
+# that daemon's tmux server, each run a `run` session whose trace the record keeps.
 from __future__ import annotations
 
 import json
@@ -14,6 +16,7 @@ import pytest
 
 from harness.core.eval_stats import wilson
 from harness.io import eval_runner
+from harness.io.trace import read_trace
 from tests.test_cli_e2e import HARNESS
 
 FAMILIES = Path(__file__).parent / "fixtures" / "eval_families"
@@ -74,7 +77,7 @@ def test_two_families_two_engines_five_runs_pass_at_k_by_hand(tmp_path: Path) ->
     families = [str(FAMILIES / "fix-typo"), str(FAMILIES / "add-farewell")]
     done = harness(
         "eval", "run", *families, "--runs", "5", "--engines", f"{CAREFUL},{HASTY}", "--out", str(out),
-        "--offline", "--json", *ks,
+        "--offline", "--mode", "process", "--json", *ks,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
@@ -112,7 +115,7 @@ def test_each_run_has_a_fresh_working_copy_removed_afterwards_and_offline_means_
     out = tmp_path / "eval"
     done = harness(
         "eval", "run", str(FAMILIES / "fix-typo"), "--runs", "2", "--engines", probe, "--out", str(out),
-        "--offline", "--json",
+        "--offline", "--mode", "process", "--json",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     workdirs = []
@@ -141,7 +144,7 @@ def test_an_engine_that_never_ends_is_killed_with_its_children(tmp_path: Path) -
     out = tmp_path / "eval"
     done = harness(
         "eval", "run", str(family), "--runs", "2", "--engines", stuck, "--out", str(out), "--timeout", "2",
-        "--json",
+        "--mode", "process", "--json",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     (group,) = json.loads(done.stdout)["groups"]
@@ -164,8 +167,8 @@ def test_setup_failures_are_errors_not_runs_and_secrets_stay_out_of_traces(tmp_p
     token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
     out = tmp_path / "eval"
     done = harness(
-        "eval", "run", str(family), "--runs", "3", "--engines", leak, "--out", str(out), "--json",
-        env={"GH_TOKEN": token},
+        "eval", "run", str(family), "--runs", "3", "--engines", leak, "--out", str(out), "--mode", "process",
+        "--json", env={"GH_TOKEN": token},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     (group,) = json.loads(done.stdout)["groups"]
@@ -188,6 +191,9 @@ def test_setup_failures_are_errors_not_runs_and_secrets_stay_out_of_traces(tmp_p
         (["eval", "run", "{family}", "--engines", CAREFUL, "--out", "{out}", "--runs", "0"], "--runs"),
         (["eval", "run", "{no_judge}", "--engines", CAREFUL, "--out", "{out}"], "no executable `judge`"),
         (["eval", "report", "{out}"], "no eval at"),
+        (["eval", "run", "{family}", "--engines", CAREFUL, "--out", "{out}", "--mode", "tmux"], "--mode"),
+        (["eval", "run", "{family}", "--engines", CAREFUL, "--out", "{out}", "--offline"], "--mode process"),
+        (["eval", "run", "{family}", "--engines", "claude=/bin/x", "--out", "{out}"], "NAME=BIN"),
     ],
 )
 def test_bad_input_is_one_line_with_status_2(tmp_path: Path, args: list[str], words: str) -> None:
@@ -212,12 +218,14 @@ def test_bad_input_is_one_line_with_status_2(tmp_path: Path, args: list[str], wo
 def test_a_used_out_and_a_damaged_record_are_refused(tmp_path: Path) -> None:
     out = tmp_path / "eval"
     first = harness(
-        "eval", "run", str(FAMILIES / "fix-typo"), "--runs", "1", "--engines", CAREFUL, "--out", str(out)
-    )
+        "eval", "run", str(FAMILIES / "fix-typo"), "--runs", "1", "--engines", CAREFUL, "--out", str(out),
+        "--mode", "process",
+    )  # fmt: skip
     assert first.returncode == 0, first.stderr
     second = harness(
-        "eval", "run", str(FAMILIES / "fix-typo"), "--runs", "1", "--engines", CAREFUL, "--out", str(out)
-    )
+        "eval", "run", str(FAMILIES / "fix-typo"), "--runs", "1", "--engines", CAREFUL, "--out", str(out),
+        "--mode", "process",
+    )  # fmt: skip
     assert second.returncode == 2 and "already holds an eval" in second.stderr
     (out / "runs" / "fix-typo" / "script-script-careful" / "0.json").write_text("[" * 100_000)
     damaged = harness("eval", "report", str(out))
@@ -298,8 +306,8 @@ def test_real_engines_offline_against_the_scripted_model(tmp_path: Path) -> None
     done = harness(
         "eval", "run", str(FAMILIES / "fix-typo"), str(FAMILIES / "add-farewell"), "--runs", "2",
         "--engines", f"claude={CLAUDE_BIN},codex={CODEX_BIN}", "--out", str(out), "--offline",
-        "--model-server", server, "--model-port", str(port), "--timeout", "120", "--json",
-        env=env, timeout=900,
+        "--model-server", server, "--model-port", str(port), "--timeout", "120", "--mode", "process",
+        "--json", env=env, timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     groups = {(g["family"], g["engine"]): g for g in json.loads(done.stdout)["groups"]}
@@ -333,6 +341,8 @@ def test_an_engine_that_floods_its_output_or_leaves_a_child_holding_it_cannot_st
         str(out),
         "--timeout",
         "3600",
+        "--mode",
+        "process",
         "--json",
     )
     assert done.returncode == 0, done.stderr
@@ -343,3 +353,98 @@ def test_an_engine_that_floods_its_output_or_leaves_a_child_holding_it_cannot_st
     assert len(str(flooded["stdout"])) == eval_runner.KEPT_OUTPUT
     lingered = json.loads((runs / "script-script-linger" / "0.json").read_text())
     assert (lingered["engineExit"], lingered["reason"]) == (0, "judge exit 1")  # judged, not timed out
+
+
+SESSION_CAREFUL = f"script:{FAMILIES / 'engines' / 'session-careful'}"
+SESSION_HASTY = f"script:{FAMILIES / 'engines' / 'session-hasty'}"
+
+
+def test_each_run_is_a_session_of_its_own_with_its_trace_kept(tmp_path: Path) -> None:
+    """Issue 22: "Each run is a coordination session of its own (the sessions issue) in a fresh working
+    copy, with its trace kept." Two families x two scripted engines x 5 runs, every engine step a `run`
+    session of the eval's own daemon, the scripts failing by run number as in process mode: pass@k checked
+    against the estimator computed by hand (EXPECTED)."""
+    out = tmp_path / "eval"
+    ks = [arg for k in range(1, 6) for arg in ("--k", str(k))]
+    families = [str(FAMILIES / "fix-typo"), str(FAMILIES / "add-farewell")]
+    done = harness(
+        "eval", "run", *families, "--runs", "5", "--engines", f"{SESSION_CAREFUL},{SESSION_HASTY}",
+        "--out", str(out), "--timeout", "240", "--json", *ks, timeout=1800,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    groups = {(g["family"], g["engine"]): g for g in json.loads(done.stdout)["groups"]}
+    assert set(groups) == {(family, engine.replace("script-", "session-")) for family, engine in EXPECTED}
+    sessions = set()
+    for (family, script_engine), (passed, pass_at, _) in EXPECTED.items():
+        key = (family, script_engine.replace("script-", "session-"))
+        group = groups[key]
+        assert (group["n"], group["passed"], group["errors"]) == (5, passed, 0), (key, group)
+        assert {int(k): Fraction(v["exact"]) for k, v in group["passAtK"].items()} == pass_at, key
+        assert group["meanTurns"] == 1  # the brief is the only prompt a run session gives its engine
+        # The report lists each failing run's trace and its session's trace.
+        assert len(group["failingTraces"]) == 2 * (5 - passed), key
+        for index in range(5):
+            record = json.loads(
+                (out / "runs" / family / eval_runner.slug(key[1]) / f"{index}.json").read_text()
+            )
+            session = record["session"]
+            assert (session["termination"], session["reason"]) == (
+                "concluded",
+                f"conclude by {session['sessionId']}",
+            )
+            sessions.add(session["sessionId"])
+            # The session's trace is kept in the eval's data directory, from its start to its summary.
+            lines = list(read_trace(Path(record["sessionTrace"])))
+            kinds = [line.event["type"] for line in lines if line.source == "orchestrator"]
+            assert kinds[0] == "session_start" and kinds[-1] == "summary"
+            assert Path(record["sessionTrace"]).parent.parent == out / "daemon"
+            assert 0 < record["seconds"] < 240
+            engine_event = next(e for e in trace_events(str(record["trace"])) if e["type"] == "engine")
+            assert engine_event["session"]["sessionId"] == session["sessionId"]
+            if record["status"] == "failed":
+                assert {record["trace"], record["sessionTrace"]} <= set(group["failingTraces"])
+    assert len(sessions) == 20
+    # The eval's daemon and its engines' tmux server are gone with the eval.
+    assert not (out / "daemon" / "tmux" / "agents.sock").exists() or subprocess.run(
+        ["tmux", "-S", str(out / "daemon" / "tmux" / "agents.sock"), "list-sessions"],
+        capture_output=True, check=False,
+    ).returncode != 0  # fmt: skip
+    assert not (out / "daemon" / "daemon.json").exists()  # written while the daemon runs
+
+
+def test_session_engines_that_never_conclude_exit_at_once_or_exit_later_and_leave_nothing_running(
+    tmp_path: Path,
+) -> None:
+    """Hostile engines in session mode: one that never concludes cannot hang the eval (at --timeout its run
+    is `failed` and its engine, a process in the eval's tmux server, is ended); one that exits at once never
+    becomes an agent (an `error`, outside n); one that exits after it joined stops its session
+    (agent_crashed), and the run is judged like any other."""
+    stuck = script(tmp_path / "script-stuck.sh", f"echo $$ > {tmp_path / 'stuck.pid'}\nexec sleep 600\n")
+    gone = script(tmp_path / "script-gone.sh", "exit 0\n")
+    late = script(tmp_path / "script-late.sh", "exec sleep 15\n")
+    out = tmp_path / "eval"
+    done = harness(
+        "eval", "run", str(FAMILIES / "fix-typo"), "--runs", "1", "--engines", f"{stuck},{gone},{late}",
+        "--out", str(out), "--timeout", "60", "--json", timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    groups = {g["engine"]: g for g in json.loads(done.stdout)["groups"]}
+    assert {name: (g["n"], g["passed"], g["errors"]) for name, g in groups.items()} == {
+        "script:script-stuck": (1, 0, 0),
+        "script:script-gone": (0, 0, 1),
+        "script:script-late": (1, 0, 0),
+    }
+    runs = out / "runs" / "fix-typo"
+    timed_out = json.loads((runs / "script-script-stuck" / "0.json").read_text())
+    assert (timed_out["reason"], timed_out["judgeExit"]) == ("engine timed out after 60 s", None)
+    assert not Path(f"/proc/{int((tmp_path / 'stuck.pid').read_text())}").exists()
+    never = json.loads((runs / "script-script-gone" / "0.json").read_text())
+    assert never["reason"].startswith("cannot start script:script-gone: "), never
+    crashed = json.loads((runs / "script-script-late" / "0.json").read_text())
+    assert (crashed["status"], crashed["reason"], crashed["session"]["termination"]) == (
+        "failed",
+        "judge exit 1",
+        "stopped",
+    )
+    assert crashed["session"]["reason"].startswith("agent_crashed:"), crashed
+    assert crashed["sessionTrace"] in groups["script:script-late"]["failingTraces"]
