@@ -3,12 +3,15 @@
 # NAME=ENGINE is an agent this machine has registered under that name (`harness agent start|attach`), or one
 # this command starts with `harness agent start` when its engine is an installed one (claude, codex, gemini,
 # grok); a scripted or shell agent runs a program only its owner can name, so it is started beforehand.
+# The session tools that are no team operation (announce, rollcall, rfc, acknowledge) are commands an engine
+# runs with its member key: each leaves a call file for the session's runner and waits for its result.
 from __future__ import annotations
 
 import json
 import secrets
 import subprocess
 import sys
+import time
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,7 +20,7 @@ import typer
 
 from harness.cli import output
 from harness.cli.agent import ENGINE_COMMANDS
-from harness.cli.commands import Options, fail, show, usage
+from harness.cli.commands import Options, fail, member_key, read_text, require_text, show, usage
 from harness.core import session as s
 from harness.core.errors import Rejected
 from harness.core.limits import DEFAULT_LIMITS
@@ -25,7 +28,10 @@ from harness.core.records import ID_PATTERN
 from harness.io import home as homes
 from harness.io import session_runner as runner
 
-session_app = typer.Typer(help="Coordination sessions: run, status, stop.", no_args_is_help=True)
+session_app = typer.Typer(
+    help="Coordination sessions: run, status, stop; a member's tools: announce, rollcall, rfc, acknowledge.",
+    no_args_is_help=True,
+)
 
 SESSION_ID_CHARS = 48  # room for the suffixes of the session's own question ids within the ledger's 128
 # The orchestrator's words around the brief in the lead's introduction fit in what is left of a question.
@@ -40,6 +46,20 @@ SocketOpt = Annotated[
     typer.Option("--daemon-socket", help="Another local daemon's socket (default: from daemon.json)."),
 ]
 SessionArg = Annotated[str, typer.Argument(metavar="SESSION_ID", help="The session's id.")]
+KeyFileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--key-file", help="The member key file your introduction named (else $HARNESS_MEMBER_KEY)."
+    ),
+]
+TextArg = Annotated[str | None, typer.Argument(metavar="[TEXT]", help="The text (or --text-file).")]
+TextFileOpt = Annotated[Path | None, typer.Option("--text-file", help="Read the text from this file.")]
+CallIdOpt = Annotated[
+    str | None, typer.Option("--id", help="The call's id (default: drawn); repeat it to retry the same call.")
+]
+WaitOpt = Annotated[float, typer.Option("--wait", help="Seconds to wait for the session's answer.")]
+CALL_WAIT_SECONDS = 60.0
+CALL_POLL_SECONDS = 0.1
 
 
 def _opts(json_out: bool, home: str | None, socket: str | None) -> Options:
@@ -281,3 +301,129 @@ def stop(session_id: SessionArg, json_out: JsonOpt = False, home: HomeOpt = None
         fail(opts, output.PROTOCOL_ERROR, "conflict", f"session {session_id!r} is not running")
     runner.request_stop(home_dir, session_id)
     show(opts, {"sessionId": session_id, "stopRequested": True}, output.show_mapping)
+
+
+# --- a member's session tools -----------------------------------------------------------------------------
+
+
+def _call_tool(
+    opts: Options, session_id: str, tool: str, text: str, *, call_id: str | None, wait: float
+) -> dict[str, Any]:
+    """Leave one call file for the session's runner and wait for its result file; the result, or a one-line
+    error with the session's code."""
+    require_text(opts, {"SESSION_ID": session_id, "TEXT": text, "--id": call_id})
+    key = member_key(opts)
+    if key is None:
+        usage(opts, "a session tool acts as a member: give --key-file KEY_FILE (or $HARNESS_MEMBER_KEY)")
+    cid = call_id or f"c-{secrets.token_hex(8)}"
+    if not ID_PATTERN.fullmatch(cid) or len(cid) > runner.CALL_ID_CHARS:
+        usage(opts, f"--id {cid!r}: at most {runner.CALL_ID_CHARS} letters, digits, '.', '_', ':' or '-'")
+    if not 0 < wait <= 3600:
+        usage(opts, "--wait is more than 0 and at most an hour of seconds")
+    home_dir = homes.resolve_home(opts.home)
+    view = _alive(_status(opts, home_dir, session_id))
+    if view["state"] != "running" or view["runnerGone"]:
+        fail(opts, output.PROTOCOL_ERROR, "conflict", f"session {session_id!r} is not running")
+    calls = runner.session_dir(home_dir, session_id) / runner.CALLS_DIR
+    result_file = calls / f"{cid}{runner.RESULT_SUFFIX}"
+    result_file.unlink(missing_ok=True)  # a retry of the same id waits for its own answer, not the last one
+    call = {"tool": tool, "text": text, "keyDigest": runner.key_digest(key)}
+    try:
+        homes.write_private_json(calls / f"{cid}{runner.CALL_SUFFIX}", call)
+    except OSError as error:
+        fail(
+            opts,
+            output.PROTOCOL_ERROR,
+            "unavailable",
+            f"cannot leave the call for session {session_id}: {error}",
+        )
+    deadline = time.monotonic() + wait
+    result = _result(result_file)
+    while result is None:
+        now = _alive(runner.read_status(home_dir, session_id) or view)
+        closed = now["runnerGone"] or now.get("callsClosed")
+        if closed or time.monotonic() >= deadline:
+            result = _result(result_file)  # answered just before it closed
+            if result is not None:
+                break
+            if closed:
+                fail(opts, output.PROTOCOL_ERROR, "conflict", f"session {session_id!r} ended first", cid)
+            detail = (
+                f"session {session_id}'s runner did not answer call {cid} in time; repeat it with --id {cid}"
+            )
+            fail(opts, output.UNREACHABLE, "unavailable", detail, cid)
+        time.sleep(CALL_POLL_SECONDS)
+        result = _result(result_file)
+    result_file.unlink(missing_ok=True)
+    if "error" in result:
+        fail(opts, output.PROTOCOL_ERROR, str(result["error"]), str(result.get("detail")), cid)
+    return {"callId": cid, **result["result"]}
+
+
+def _result(path: Path) -> dict[str, Any] | None:
+    """The runner's answer to a call, once written (it is renamed into place whole)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _text_tool(tool: str, doc: str) -> None:
+    """Register `harness session TOOL SESSION_ID TEXT`: the tools that carry a text differ only in it."""
+
+    def command(
+        session_id: SessionArg,
+        text: TextArg = None,
+        *,
+        text_file: TextFileOpt = None,
+        call_id: CallIdOpt = None,
+        key_file: KeyFileOpt = None,
+        wait: WaitOpt = CALL_WAIT_SECONDS,
+        json_out: JsonOpt = False,
+        home: HomeOpt = None,
+    ) -> None:
+        opts = Options().merge(json_out, home, None, None, key_file=key_file)
+        body = read_text(opts, text, text_file, "text")
+        show(opts, _call_tool(opts, session_id, tool, body, call_id=call_id, wait=wait), output.show_mapping)
+
+    command.__doc__ = doc
+    session_app.command(tool)(command)
+
+
+_text_tool(
+    "announce",
+    "Announce: leave every other member of the session a board note (pulled, never pushed), counted against "
+    "the session's announcement budget; no reply is expected.",
+)
+_text_tool(
+    "rfc",
+    "RequestForComment: record an intent to open a new discussion thread later (kept apart from the "
+    "thread's replies).",
+)
+_text_tool(
+    "acknowledge",
+    "Acknowledge: post a brief message (a status update, a follow-up) to a discuss session's thread.",
+)
+
+
+@session_app.command("rollcall")
+def rollcall(
+    session_id: SessionArg,
+    *,
+    key_file: KeyFileOpt = None,
+    wait: WaitOpt = CALL_WAIT_SECONDS,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+) -> None:
+    """RollCall: each member's screen (idle, busy, draft, dialog, offline), the asks it owes and its last
+    activity."""
+    opts = Options().merge(json_out, home, None, None, key_file=key_file)
+    show(opts, _call_tool(opts, session_id, "rollcall", "", call_id=None, wait=wait), _show_roll_call)
+
+
+def _show_roll_call(view: dict[str, Any], look: output.Look) -> None:
+    for member in view["members"]:
+        owed = ", ".join(member["owed"]) or "nothing"
+        line = f"{member['name']} ({member['role']}): {member['observed']}; owes {owed}"
+        output.say(f"{line}; last active {member['lastActivityAt']}", look)

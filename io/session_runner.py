@@ -8,9 +8,19 @@
 # `no_answer` (the question ends `expired`, visibly, never with an invented answer); an ending session
 # cancels its asks in flight with the ending as their reason. Every orchestrator event, and the ledger steps
 # of the session's asks, go to the session's own trace.
+# The session's own tools (Announce, RollCall, RequestForComment, Acknowledge) have no team operation: an
+# engine runs `harness session TOOL`, which leaves one call file in the session's private directory naming
+# the tool and the digest of the caller's member key; the runner resolves the caller from its key file (the
+# key is the authority, as for a team operation), steps the reducer and writes the result file the command
+# waits for. An announcement is delivered as board notes (pulled, never pushed into a terminal).
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import os
+import re
+import shlex
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -19,15 +29,24 @@ import attrs
 import trio
 
 from harness.core import session as s
+from harness.core.errors import ErrorCode, Rejected
 from harness.core.outcome import Accepted
+from harness.core.records import ID_PATTERN
 from harness.core.redaction import Redactor
 from harness.io import home as homes
 from harness.io.client import ClientError, RemoteError
+from harness.io.team_delivery import harness_command
 from harness.io.trace import LEDGER, ORCHESTRATOR, TraceWriter, wall_clock_ms
 
 SESSIONS_DIR: Final = "sessions"
 STATUS_FILE: Final = "status.json"
 STOP_FILE: Final = "stop"
+CALLS_DIR: Final = "calls"  # the session tools' call and result files
+CALL_SUFFIX: Final = ".call.json"
+RESULT_SUFFIX: Final = ".result.json"
+CALL_BYTES: Final = 64_000  # a call file past this is refused unread: the longest text is 8,000 characters
+DIGEST: Final = re.compile(r"[0-9a-f]{64}")  # SHA-256, as key_digest spells it
+CALL_ID_CHARS: Final = 64  # so a note id `SESSION.announce.ID.N` stays within the board's 128
 ORCHESTRATOR_NAME: Final = "session"  # the member whose questions are the session's own notices
 BRIEF_TTL_MS: Final = 24 * 3_600_000  # the ledger's longest question: the brief stays open for the session
 NOTICE_TTL_MS: Final = 3_600_000
@@ -36,14 +55,43 @@ LOOK_EVERY_MS: Final = 2_000  # how often the engines' panes are looked at (a tm
 ENDED_BY: Final[Mapping[str, str]] = {"conclude": "concluded", "adjourn": "adjourned", "recess": "recessed"}
 STOPPED: Final = "stopped"
 
-# How each tool is used from a terminal, in the words of the team commands an introduction taught. A tool of
-# the role that is missing here has no command yet and is not offered (spec/session-v1.md, "Left open").
+# How each tool is used from a terminal: the team commands an introduction taught, or `harness session` (its
+# `{session}` is that command, `{where}` the member's data directory and key file). A tool of the role that
+# is missing here has no command yet and is not offered (spec/session-v1.md, "Left open").
 TOOL_USAGE: Final[Mapping[s.Tool, str]] = {
     s.Tool.ASK: 'Ask: `ask NAME "QUESTION" --id ID` returns at once; `wait ID` waits for its answer',
     s.Tool.ANSWER: 'Answer: `reply ID "ANSWER"`, always naming the question id you answer',
-    s.Tool.ROLL_CALL: "RollCall: `members` and `status` show who is here and what is owed",
+    s.Tool.ANNOUNCE: "Announce: `{session} announce {sid} 'NOTE' {where}` leaves every other member a board "
+    "note (pulled, never pushed; at most {announcements} per session; no reply expected)",
+    s.Tool.ROLL_CALL: "RollCall: `{session} rollcall {sid} {where}` shows each member's screen (idle, busy, "
+    "draft, dialog, offline), the asks it owes and its last activity",
+    s.Tool.REQUEST_FOR_COMMENT: "RequestForComment: `{session} rfc {sid} 'TOPIC' {where}` records an intent "
+    "to open a new discussion thread later",
+    s.Tool.ACKNOWLEDGE: "Acknowledge: `{session} acknowledge {sid} 'MESSAGE' {where}` posts a brief message "
+    "to the discussion thread",
     s.Tool.CONCLUDE: "Conclude: reply to question {brief} with your summary; it ends the session",
     s.Tool.ADJOURN: "Adjourn: reply to question {brief} with your summary; it ends the session",
+}
+
+
+# The session tools a `harness session` command calls: name -> the tool and whether it carries a text.
+CALL_TOOLS: Final[Mapping[str, tuple[s.Tool, bool]]] = {
+    "announce": (s.Tool.ANNOUNCE, True),
+    "rollcall": (s.Tool.ROLL_CALL, False),
+    "rfc": (s.Tool.REQUEST_FOR_COMMENT, True),
+    "acknowledge": (s.Tool.ACKNOWLEDGE, True),
+}
+# RollCall's observation of a member's terminal, from what the desk last saw of it (`agent_show`): a screen
+# still settling is idle, a composer holding a cut-off notice a draft; nothing seen, or no engine, offline.
+OBSERVATIONS: Final[Mapping[str | None, str]] = {
+    "idle": "idle",
+    "settling": "idle",
+    "busy": "busy",
+    "draft": "draft",
+    "leftover": "draft",
+    "dialog": "dialog",
+    "offline": "offline",
+    None: "offline",
 }
 
 
@@ -121,6 +169,7 @@ class SessionRunner:
         self._notices: list[str] = []  # the orchestrator's own questions, cancelled when the session ends
         self._reminder_of: dict[str, str] = {}  # session question id -> its reminder's question id
         self._end_reasons: dict[str, str] = {}  # question id -> why this runner ended it
+        self._calls_closed = False  # set once no call file will be answered any more
 
     @property
     def directory(self) -> Path:
@@ -147,8 +196,10 @@ class SessionRunner:
         return self._current()
 
     async def round(self) -> s.Session:
-        """One poll: what the ledger shows, a stop request, the engines' panes, the clock."""
+        """One poll: what the ledger shows, the session tools called, a stop request, the engines' panes, the
+        clock."""
         await self._observe()
+        await self._tool_calls()
         if (self.directory / STOP_FILE).exists():
             await self._step(s.Abort(self._clock(), "stopped by `harness session stop`"))
         if self._clock() >= self._next_look:
@@ -170,6 +221,8 @@ class SessionRunner:
             why = f"session {session.id} {session.termination}"
             await self._end_question("cancel", question_id, why, ending_reason(session))
         await self._observe()
+        await self._tool_calls()  # the calls left before the end are answered (refused, or a roll call)
+        self._calls_closed = True
         await self._settle()
 
     def _current(self) -> s.Session:
@@ -182,6 +235,7 @@ class SessionRunner:
         """Form the session: its trace's first events, its team, and each member's introduction."""
         plan = self.plan
         self.directory.mkdir(parents=True, exist_ok=True, mode=homes.PRIVATE_DIR_MODE)
+        (self.directory / CALLS_DIR).mkdir(exist_ok=True, mode=homes.PRIVATE_DIR_MODE)
         (self.directory / STOP_FILE).unlink(missing_ok=True)
         start = s.Start(
             self._clock(),
@@ -221,9 +275,10 @@ class SessionRunner:
         )
         await self._apply(outcome.effects)
         for seat in plan.seats():
-            await self._notice(
-                seat.name, self._introduction_id(seat), introduction(plan, outcome.state, seat.name)
+            text = introduction(
+                plan, outcome.state, seat.name, session_options(self.home, plan.session_id, seat)
             )
+            await self._notice(seat.name, self._introduction_id(seat), text)
         await self._settle()
         return outcome.state
 
@@ -337,10 +392,138 @@ class SessionRunner:
                 case s.CancelAsk(question_id=question_id, reason=reason):
                     await self._end_question("cancel", question_id, reason, ending_reason(self._current()))
                     await self._end_reminder(question_id)
+                case s.PostAnnouncement():
+                    await self._announce(effect)
+                case s.PostToThread(post_id=post_id, kind=kind, author=author, text=text):
+                    post = {"type": "thread_post", "session": self.plan.session_id, "postId": post_id}
+                    self._trace.emit(
+                        ORCHESTRATOR, {**post, "kind": str(kind), "memberId": author, "text": text}
+                    )
                 case _:
-                    # OpenAsk and PostAnswer are already in the ledger (the tools are team operations), the
-                    # protocol_violation is traced, and no Announce or thread post reaches this runner.
+                    # OpenAsk and PostAnswer are already in the ledger (the tools are team operations), and
+                    # the protocol_violation is traced.
                     pass
+
+    # --- the session tools ----------------------------------------------------------------------------------
+
+    async def _tool_calls(self) -> None:
+        """Answer every call file `harness session TOOL` left, oldest name first (ids are drawn, so the order
+        is only for determinism)."""
+        calls = self.directory / CALLS_DIR
+        for path in sorted(calls.glob(f"*{CALL_SUFFIX}")) if calls.is_dir() else ():
+            call_id = path.name[: -len(CALL_SUFFIX)]
+            if not ID_PATTERN.fullmatch(call_id) or len(call_id) > CALL_ID_CHARS:
+                path.unlink(missing_ok=True)  # no result file could be named for it
+                continue
+            result = await self._tool_call(call_id, _read_call(path))
+            view = self._redactor.value(result)
+            assert isinstance(view, dict)
+            await trio.to_thread.run_sync(homes.write_private_json, calls / f"{call_id}{RESULT_SUFFIX}", view)
+            path.unlink(missing_ok=True)
+
+    async def _tool_call(self, call_id: str, call: dict[str, Any] | str) -> dict[str, Any]:
+        """One tool call's result: {"result": ...} or {"error", "detail"[, "bound"]}."""
+        if isinstance(call, str):
+            return {"error": "bad_request", "detail": call}
+        tool, texted = CALL_TOOLS[call["tool"]]
+        actor = self._caller(call["keyDigest"])
+        if actor is None:
+            detail = f"the member key is not one of session {self.plan.session_id}'s members"
+            return self._refused(call_id, tool, None, Rejected(ErrorCode.UNAUTHORIZED, detail))
+        at, text = self._clock(), call["text"] if texted else ""
+        command: s.ToolCommand
+        if tool is s.Tool.ANNOUNCE:
+            command = s.Announce(at, actor, call_id, text)
+        elif tool is s.Tool.REQUEST_FOR_COMMENT:
+            command = s.RequestForComment(at, actor, call_id, text)
+        elif tool is s.Tool.ACKNOWLEDGE:
+            command = s.Acknowledge(at, actor, call_id, text)
+        else:
+            command = s.RollCall(at, actor)
+        outcome = s.step(self.session, command, self.plan.limits)
+        if isinstance(outcome, Rejected):
+            return self._refused(call_id, tool, actor, outcome)
+        self.session = outcome.state
+        self._trace.emit(
+            ORCHESTRATOR,
+            {
+                "type": "tool_call",
+                "session": self.plan.session_id,
+                "tool": str(tool),
+                "id": call_id,
+                "memberId": actor,
+            },
+        )
+        await self._apply(outcome.effects)
+        if tool is s.Tool.ROLL_CALL:
+            return {"result": {"sessionId": self.plan.session_id, "members": await self._roll_call()}}
+        session = self._current()
+        if tool is s.Tool.ANNOUNCE:
+            note = next(n for n in session.announcements if n.id == call_id)
+            left = self.plan.limits.announcements - len(session.announcements)
+            return {"result": {"id": note.id, "recipients": list(note.recipients), "announcementsLeft": left}}
+        return {"result": {"id": call_id, "tool": str(tool)}}
+
+    def _refused(self, call_id: str, tool: s.Tool, actor: str | None, refused: Rejected) -> dict[str, Any]:
+        event = {"type": "tool_refused", "tool": str(tool), "id": call_id, "memberId": actor}
+        self._trace.emit(ORCHESTRATOR, {**event, "code": str(refused.code), "detail": refused.detail})
+        bound = {} if refused.bound is None else {"bound": refused.bound}
+        return {"error": str(refused.code), "detail": refused.detail, **bound}
+
+    def _caller(self, digest: str) -> str | None:
+        """The session member whose key file holds the key of this digest (compared in constant time)."""
+        for seat in self.plan.seats():
+            try:
+                key = homes.read_member_key(homes.member_key_path(self.home, self.plan.session_id, seat.name))
+            except homes.HomeError:
+                continue
+            if hmac.compare_digest(key_digest(key), digest):
+                return seat.name
+        return None
+
+    async def _roll_call(self) -> list[dict[str, Any]]:
+        """The reducer's roll call, with what the desk last saw of each member's terminal."""
+        agents = {seat.name: seat.agent_id for seat in self.plan.seats()}
+        members = []
+        for entry in s.roll_call(self._current()):
+            seen: Any = None
+            if await self._alive(entry.name):
+                try:
+                    shown = await self._call("agent_show", {"agentId": agents[entry.name]})
+                    seen = (shown.get("delivery") or {}).get("observed")
+                except RemoteError:
+                    seen = None
+            members.append(
+                {
+                    "name": entry.name,
+                    "role": str(entry.role),
+                    "observed": OBSERVATIONS.get(seen, "offline"),
+                    "owed": list(entry.owed),
+                    "lastActivityAt": entry.last_activity_at,
+                }
+            )
+        return members
+
+    async def _announce(self, note: s.PostAnnouncement) -> None:
+        """Deliver an announcement as one board note to each recipient, and trace what reached whom."""
+        delivered, refused = [], {}
+        text = f"[announce] {note.author} (session {self.plan.session_id}): {note.text}"
+        for n, name in enumerate(note.recipients, 1):
+            command = {"type": "send_note", "to": {"kind": "member", "name": name}, "text": text}
+            try:
+                await self._call(
+                    "board",
+                    {"id": f"{self.plan.session_id}.announce.{note.announcement_id}.{n}", "command": command},
+                )
+            except RemoteError as error:
+                refused[name] = error.code
+            else:
+                delivered.append(name)
+        event = {"type": "announcement", "session": self.plan.session_id, "id": note.announcement_id}
+        self._trace.emit(
+            ORCHESTRATOR,
+            {**event, "memberId": note.author, "delivered": delivered, "refused": refused, "text": note.text},
+        )
 
     async def _remind(self, participant: str, question_id: str) -> None:
         ask = self._current().asks[question_id]
@@ -387,7 +570,8 @@ class SessionRunner:
     async def _settle(self) -> None:
         """Make the trace durable and the status current (what `harness session status` reads)."""
         await self._trace.flush()
-        view = self._redactor.value(status_view(self._current(), self._trace.directory, os.getpid()))
+        status = status_view(self._current(), self._trace.directory, os.getpid())
+        view = self._redactor.value({**status, "callsClosed": self._calls_closed})
         assert isinstance(view, dict)  # redaction keeps an object an object
         await trio.to_thread.run_sync(homes.write_private_json, self.directory / STATUS_FILE, view)
 
@@ -417,18 +601,53 @@ def _camel(key: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
-def introduction(plan: SessionPlan, session: s.Session, name: str) -> str:
-    """The session's word to one member: its role, its tools as commands, and for the lead the brief."""
+def key_digest(key: str) -> str:
+    """What a call file carries of the caller's member key: enough to find its member, never the key."""
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def session_options(home: Path, session_id: str, seat: Seat) -> str:
+    """What a member adds to a `harness session` tool: its data directory and its key file (never the key)."""
+    key_file = homes.member_key_path(home, session_id, seat.name)
+    return f"--home {shlex.quote(str(home))} --key-file {shlex.quote(str(key_file))}"
+
+
+def _read_call(path: Path) -> dict[str, Any] | str:
+    """A call file's tool, text and key digest, or why it is refused."""
+    try:
+        with path.open("rb") as file:
+            raw = file.read(CALL_BYTES + 1)
+        data = json.loads(raw) if len(raw) <= CALL_BYTES else None
+    except (OSError, ValueError):
+        return "the call file is not readable JSON"
+    if data is None:
+        return f"the call file is larger than {CALL_BYTES} bytes"
+    if not isinstance(data, dict) or data.get("tool") not in CALL_TOOLS:
+        return f"a call names one tool of: {', '.join(CALL_TOOLS)}"
+    digest, text = data.get("keyDigest"), data.get("text", "")
+    if not isinstance(digest, str) or not DIGEST.fullmatch(digest) or not isinstance(text, str):
+        return "a call carries a 'keyDigest' of 64 hex digits and a string 'text'"
+    try:
+        text.encode("utf-8")  # JSON may spell a lone surrogate, which no frame to the daemon can carry
+    except UnicodeEncodeError:
+        return "the call's text is not valid UTF-8 text"
+    return {"tool": data["tool"], "keyDigest": data["keyDigest"], "text": data.get("text", "")}
+
+
+def introduction(plan: SessionPlan, session: s.Session, name: str, where: str) -> str:
+    """The session's word to one member: its role, exactly its role's tools as commands (`where` is what it
+    adds to a `harness session` tool), and for the lead the brief."""
     role = session.members[name].role
     others = ", ".join(n for n in session.member_order if n != name) or "nobody"
+    words = {"brief": plan.brief_id, "session": f"{harness_command()} session", "sid": plan.session_id}
     tools = [
-        TOOL_USAGE[tool].format(brief=plan.brief_id)
+        TOOL_USAGE[tool].format(announcements=plan.limits.announcements, where=where, **words)
         for tool in s.Tool
         if tool in s.ROLE_TOOLS[role] and tool in TOOL_USAGE
     ]
     lines = [
         f"Session {plan.session_id} ({plan.mode}): you are its {role}; the others are {others}.",
-        "Your tools, run with the team commands you were taught: " + "; ".join(tools) + ".",
+        "Your tools, run with the team commands you were taught or as shown: " + "; ".join(tools) + ".",
     ]
     if name == plan.lead.name:
         lines.append(f"Brief: {plan.brief}")
@@ -454,6 +673,15 @@ def status_view(session: s.Session, trace_dir: Path, pid: int) -> dict[str, Any]
         "asks": [_ask_view(session.asks[q]) for q in session.ask_order],
         "reminders": list(session.reminders),
         "violations": list(session.violations),
+        "announcements": [
+            {"id": a.id, "author": a.author, "at": a.at, "recipients": list(a.recipients), "text": a.text}
+            for a in session.announcements
+        ],
+        "rfcs": [{"id": r.id, "author": r.author, "at": r.at, "text": r.text} for r in session.rfcs],
+        "thread": [
+            {"id": p.id, "kind": str(p.kind), "author": p.author, "at": p.at, "text": p.text}
+            for p in session.thread
+        ],
         "startedAt": session.started_at,
         "endedAt": session.ended_at,
         "trace": str(trace_dir),

@@ -5,6 +5,9 @@
 #            released), then concludes by replying to its brief with a summary;
 #   answer   replies to every question from a session member (the session's own notices need no reply);
 #   ignore   never replies to anything: the participant that owes an ask and lets it lapse.
+#   tools    a lead that, on its brief, runs the session tools its introduction taught (`harness session`):
+#            announces, asks for comment (a facilitator may not), asks each --ask NAME, calls the roll, and
+#            concludes with what each returned.
 # Standard library only, plus the `harness` command it runs.
 from __future__ import annotations
 
@@ -28,14 +31,25 @@ class Member:
         self.name, self.behaviour, self.ask = name, behaviour, ask
         self.prefix: list[str] | None = None
         self.early: str | None = None  # a notice that came before the introduction taught the commands
+        self.session: list[str] | None = None  # `harness session` as the session's introduction taught it
+        self.where: list[str] = []  # and the options each session tool takes after its arguments
 
     def say(self, text: str) -> None:
         sys.stdout.write(text.replace("\n", "\r\n") + "\r\n")
         sys.stdout.flush()
 
-    def run(self, *args: str) -> dict[str, object]:
+    def run(self, *args: str, command: list[str] | None = None) -> dict[str, object]:
         assert self.prefix is not None
-        argv = [sys.executable, "-m", "harness.cli.main", *self.prefix[1:], *args, "--json"]
+        tail = self.where if command else []
+        argv = [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            *(command or self.prefix)[1:],
+            *args,
+            *tail,
+            "--json",
+        ]
         self.say(f"$ {' '.join(args)}")
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
         try:
@@ -48,6 +62,9 @@ class Member:
     def handle(self, notice: str) -> None:
         use = re.search(r"Use: (\S*harness team .*?) members \|", notice)
         question = re.search(r"Question (\S+) from (\S+):", notice)
+        tools = re.search(r"`([^`]*?) announce \S+ 'NOTE' ([^`]*)`", notice)
+        if tools:
+            self.session, self.where = shlex.split(tools.group(1)), shlex.split(tools.group(2))
         if use:
             self.prefix = shlex.split(use.group(1))
             self.say(f"{self.name}: I know my team commands now.")
@@ -58,6 +75,8 @@ class Member:
             self.early = notice
         elif question and self.prefix and self.behaviour == "lead" and "Brief:" in notice:
             self.lead(question.group(1))
+        elif question and self.prefix and self.behaviour == "tools" and "Brief:" in notice:
+            self.tools(question.group(1))
         elif question and self.prefix and self.behaviour == "answer" and question.group(2) != "session":
             self.run("reply", question.group(1), f"{self.name} says: the endpoint is GET /v1/state")
         else:
@@ -78,11 +97,24 @@ class Member:
         summary = "; ".join(f"{q} {state}" for q, state in states.items())
         self.run("reply", brief_id, f"concluded: {summary}")
 
+    def tools(self, brief_id: str) -> None:
+        sid = brief_id.removesuffix(".brief")
+        assert self.session is not None, "the introduction taught no session tools"
+        said = self.run("announce", sid, "kickoff: read the board", "--id", "a1", command=self.session)
+        rfc = self.run("rfc", sid, "a new thread?", command=self.session)
+        for to in self.ask:
+            self.run("ask", to, f"{to}, are you there?", "--id", f"q-{to}")
+        roll = self.run("rollcall", sid, command=self.session)
+        members = roll.get("members")
+        owed = {m["name"]: m["owed"] for m in members} if isinstance(members, list) else {}
+        summary = {"announce": said.get("recipients"), "rfc": rfc.get("error"), "owed": owed}
+        self.run("reply", brief_id, json.dumps(summary, sort_keys=True))
+
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--name", required=True)
-    parser.add_argument("--behaviour", choices=("lead", "answer", "ignore"), required=True)
+    parser.add_argument("--behaviour", choices=("lead", "answer", "ignore", "tools"), required=True)
     parser.add_argument("--ask", action="append", default=[])
     args = parser.parse_args()
     member = Member(args.name, args.behaviour, args.ask)

@@ -244,3 +244,58 @@ def test_an_engine_that_exits_stops_its_session(home: Path, tmp_path: Path) -> N
         "stopped",
         "agent_crashed: judge: its engine's pane is gone",
     )
+
+
+def test_a_lead_runs_the_session_tools_its_introduction_taught(home: Path, tmp_path: Path) -> None:
+    """Issue 21: Announce is "an explicit, bounded, recorded broadcast note", delivered as pulled board notes;
+    RollCall returns each participant's observation, owed asks and last activity; a tool the role lacks
+    (RequestForComment for a facilitator) is refused with a stable code. Run by a real engine in tmux."""
+    member(home, "chair", "tools", "ann")
+    member(home, "ann", "ignore")
+    member(home, "ben", "ignore")
+    brief = tmp_path / "brief.txt"
+    brief.write_text("Tell the team to read the board, see who is here, then conclude.\n")
+    status, view = harness(
+        home,
+        "session", "run", "--mode", "facilitate", "--id", "s2", "--brief", str(brief),
+        "--lead", "chair=scripted", "--agent", "ann=scripted", "--agent", "ben=scripted",
+        timeout=SESSION_SECONDS,
+    )  # fmt: skip
+    panes = {name: pane(home, name) for name in ("chair", "ann", "ben")}
+    assert status == 0, (view, panes)
+    said = json.loads(view["summary"])
+    assert said == {
+        "announce": ["ann", "ben"],
+        "rfc": "unauthorized",
+        "owed": {"chair": [], "ann": ["q-ann"], "ben": []},
+    }, panes["chair"]
+    [note] = view["announcements"]
+    assert (note["id"], note["author"], note["text"]) == ("a1", "chair", "kickoff: read the board")
+    asks = {ask["id"]: (ask["state"], ask["reason"]) for ask in view["asks"]}
+    assert asks == {"q-ann": ("cancelled", "session s2 concluded: conclude by chair")}
+
+    # Pulled, never pushed: the note waits in each participant's board mailbox, and no pane shows it.
+    for name in ("ann", "ben"):
+        page = ok(harness(home, "team", "board", "notes", "--member", name, "--team", "s2"))
+        texts = [n["text"] for n in page["result"]["notes"]]
+        assert texts == ["[announce] chair (session s2): kickoff: read the board"], page
+        assert "kickoff" not in panes[name]
+
+    lines = list(read_trace(session_trace_dir(home, "s2")))
+    steps = [(line.event["type"], line.event.get("tool"), line.event.get("code")) for line in lines]
+    assert ("announcement", None, None) in steps and (
+        "tool_refused",
+        "request_for_comment",
+        "unauthorized",
+    ) in steps
+    assert [step for step in steps if step[0] == "tool_call"] == [
+        ("tool_call", "announce", None),
+        ("tool_call", "roll_call", None),
+    ]
+
+    # The tools are a member's: without a member key, or after the session ended, they are refused.
+    code, error = harness(home, "session", "rollcall", "s2")
+    assert code == 2 and error["error"] == "bad_request" and "--key-file" in error["detail"], error
+    key_file = home / "keys" / "s2" / "ann.key"
+    code, error = harness(home, "session", "announce", "s2", "late", "--key-file", str(key_file))
+    assert code == 1 and error["error"] == "conflict", error

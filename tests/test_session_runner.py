@@ -36,6 +36,8 @@ class LedgerDouble:
         self.now = START
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.down = False
+        self.notes: list[tuple[str, str]] = []  # (recipient, text) of each board note sent
+        self.observed: dict[str, str | None] = {}  # agent id -> what the desk last saw of its terminal
 
     def clock(self) -> int:
         return self.now
@@ -67,6 +69,16 @@ class LedgerDouble:
             self.apply(c.Cancel(self.now, SID, fields["questionId"], reason=fields["reason"]))
         elif action == "expire":
             self.apply(c.Expire(self.now, SID, fields["questionId"], fields["reason"]))
+        elif action == "board":
+            command = fields["command"]
+            assert command["type"] == "send_note" and command["to"]["kind"] == "member"
+            self.notes.append((command["to"]["name"], command["text"]))
+            return {"operationId": fields["id"]}
+        elif action == "agent_show":
+            return {
+                "agentId": fields["agentId"],
+                "delivery": {"observed": self.observed.get(fields["agentId"])},
+            }
         elif action != "get":
             raise AssertionError(f"the runner made an unexpected call {action}")
         return team_view(self.team)
