@@ -460,7 +460,12 @@ def successors(world: World, config: Config, protocol: Protocol) -> Iterator[tup
 
 
 def _ask(config: Config, index: int, now: int) -> Ask:
-    plan = config.asks[index]
+    return _planned_ask(config.asks[index], index, now)
+
+
+# Each ask is built at every state that may ask it (or retry it): the same few commands serve them all.
+@functools.lru_cache(maxsize=1 << 12)
+def _planned_ask(plan: PlannedAsk, index: int, now: int) -> Ask:
     parent = question_id(plan.parent) if plan.parent is not None else None
     return Ask(
         now,
@@ -502,9 +507,9 @@ def _deliver_atomically(world: World, config: Config, protocol: Protocol) -> Ite
     interleavings inside one delivery are not explored (the fine-grained scenarios do that)."""
     now = world.now
     for agent in _members(world, config):
-        if world.screens[agent] is not d.Observed.IDLE:
-            continue
         machine = machine_of(config, agent)
+        if world.screens[agent] is not d.Observed.IDLE or not _queued(world, machine, agent):
+            continue  # a look at an agent with nothing queued changes nothing that this step yields
         looked: World | None = world
         if _needs_look(world, config, machine, agent):
             looked = _apply(
@@ -782,6 +787,13 @@ def _needs_look(world: World, config: Config, machine: str, agent: int) -> bool:
     return session.observed is d.Observed.IDLE and not d.fresh_idle(session, world.now, config.limits)
 
 
+def _queued(world: World, machine: str, agent: int) -> bool:
+    """Whether the desk has a notice queued for the agent: only a queue's head is ever written."""
+    desk = world.system.desks.get(machine)
+    session = desk.sessions.get(f"a{agent}") if desk is not None else None
+    return session is not None and bool(session.queue)
+
+
 def _agent_of(world: World, machine: str, notice_id: str) -> int:
     return int(world.system.desks[machine].notices[notice_id].agent_id[1:])
 
@@ -1043,33 +1055,43 @@ def _canonical_team(team: Team) -> Team:
     return replace(
         team,
         revision=0,
-        exchanges=Map({k: _plain_exchange(e) for k, e in team.exchanges.items()}),
-        members=Map({k: _plain_member(m) for k, m in team.members.items()}),
+        exchanges=_zeroed(team.exchanges, _plain_exchange),
+        members=_zeroed(team.members, _plain_member),
     )
 
 
 @functools.lru_cache(maxsize=1 << 16)
 def _canonical_desk(desk: d.Desk) -> d.Desk:
-    return replace(desk, notices=Map({k: replace(n, updated_at=0) for k, n in desk.notices.items()}))
+    notices = _zeroed(desk.notices, _plain_notice)
+    return desk if notices is desk.notices else replace(desk, notices=notices)
+
+
+def _zeroed(records: Map[str, T], plain: Callable[[T], T]) -> Map[str, T]:
+    """`records` with each record made plain; the same map when all already are. Only the changed entries are
+    set: a desk or team keeps most records of its parent's, and a record's plain form is memoized."""
+    changed = {key: after for key, record in records.items() if (after := plain(record)) is not record}
+    return records.update(changed) if changed else records
+
+
+# Neighbouring worlds share most records (the same objects), so each one's plain form is computed once.
+@functools.lru_cache(maxsize=1 << 16)
+def _plain_notice(notice: d.Notice) -> d.Notice:
+    return notice if notice.updated_at == 0 else replace(notice, updated_at=0)
 
 
 def _plain_view(view: DeliveryView | None) -> DeliveryView | None:
-    return None if view is None else DeliveryView(view.state, view.reason, 0)
+    return view if view is None or view.updated_at == 0 else DeliveryView(view.state, view.reason, 0)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _plain_exchange(exchange: Exchange) -> Exchange:
-    if exchange.delivery is None and exchange.answer_delivery is None:
+    delivery, answer_delivery = _plain_view(exchange.delivery), _plain_view(exchange.answer_delivery)
+    if delivery is exchange.delivery and answer_delivery is exchange.answer_delivery:
         return exchange
-    return replace(
-        exchange,
-        delivery=_plain_view(exchange.delivery),
-        answer_delivery=_plain_view(exchange.answer_delivery),
-    )
+    return replace(exchange, delivery=delivery, answer_delivery=answer_delivery)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _plain_member(member: Membership) -> Membership:
-    return (
-        member
-        if member.introduction is None
-        else replace(member, introduction=_plain_view(member.introduction))
-    )
+    introduction = _plain_view(member.introduction)
+    return member if introduction is member.introduction else replace(member, introduction=introduction)
