@@ -1,8 +1,8 @@
 # Mutation testing: do the tests notice when the code is wrong? Line coverage says a line ran; a surviving
 # mutant says no test would fail if that line were wrong. This makes small AST mutants of a module (a
 # comparison flipped, `and`/`or` swapped, a `not` dropped, `+`/`-` swapped, a constant changed, a statement
-# deleted, a return made `return None`; strings with a space are messages and stay), one mutant at a time,
-# and runs the given tests against each:
+# deleted, a return made `return None`; strings with a space, and every literal part of an f-string that has
+# one, are messages and stay), one mutant at a time, and runs the given tests against each:
 #
 #   .venv/bin/python scripts/mutate_core.py core/team.py tests/test_team_examples.py [more modules/tests]
 #       [--sample N] [--seed S]
@@ -70,6 +70,13 @@ def _is_dunder_all(node: ast.AST) -> bool:
     )
 
 
+def _is_message(node: ast.AST) -> bool:
+    """An f-string with prose in it: its literal parts (even `)` or `:`) are wording like a spaced string."""
+    return isinstance(node, ast.JoinedStr) and any(
+        isinstance(part, ast.Constant) and " " in str(part.value) for part in node.values
+    )
+
+
 def _setter(obj: object, field: str | int, value: object) -> Callable[[], None]:
     """Set `obj.field` (or `obj[field]` of a list of nodes) to `value`, when applied."""
 
@@ -130,6 +137,8 @@ def _sites(node: ast.AST) -> Iterator[Site]:
             continue
         children = enumerate(value) if isinstance(value, list) else [(field, value)]
         for key, child in children:
+            if _is_message(node) and isinstance(child, ast.Constant):
+                continue
             if isinstance(child, ast.AST) and not _is_docstring(child) and not _is_dunder_all(child):
                 yield from _child_sites(value if isinstance(value, list) else node, key, child)
                 yield from _sites(child)
