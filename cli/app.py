@@ -1,20 +1,29 @@
 # The Typer application: every command of the contract with its help text. The `team` commands are built
 # from `commands.SPECS`, which the fast path (cli/fast.py, commands.parse_fast) parses and renders help from;
 # both run the same functions of `commands`.
+# A command line builds only the part of the application it names (`application`): importing the modules
+# behind `session`, `check`, `pair` or `relay` takes longer than a whole `team` call, so each top-level
+# command is added, and its module imported, on demand. `app` is still the whole application, for tests.
 import contextlib
+import errno
 import inspect
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+import types
+import typing
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from typer._click.exceptions import ClickException, NoArgsIsHelpError
 
-from harness.cli import agent, output, session, trace
+from harness.cli import output
 from harness.cli.commands import (
     BOARD_SPECS,
     COMMANDS,
@@ -32,27 +41,11 @@ from harness.cli.commands import (
 )
 from harness.cli.fast import ABOUT, TEAM_OTHERS, TOP, running
 from harness.cli.fast import daemon_status as daemon_status_fast
-from harness.cli.pair import pair_app
-from harness.cli.relay import relay_app
 from harness.io import home as homes
 from harness.io.client import Client, RemoteError, Uncertain, Unreachable, locate_socket
 
-app = typer.Typer(
-    name="harness",
-    help=ABOUT,
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
 team_app = typer.Typer(help=TOP["team"], no_args_is_help=True)
 daemon_app = typer.Typer(help=TOP["daemon"], no_args_is_help=True)
-app.add_typer(team_app, name="team")
-app.add_typer(daemon_app, name="daemon")
-app.add_typer(pair_app, name="pair", help=TOP["pair"])
-app.add_typer(relay_app, name="relay", help=TOP["relay"])
-app.add_typer(agent.app, name="agent", help=TOP["agent"])
-app.add_typer(trace.trace_app, name="trace")
-app.add_typer(session.session_app, name="session", help=TOP["session"])
 
 START_TIMEOUT = 15.0
 STOP_TIMEOUT = 30.0
@@ -220,7 +213,6 @@ def _print_version(given: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def harness(
     *,
     version: Annotated[
@@ -232,10 +224,15 @@ def harness(
 
 
 def run_typer(argv: list[str], json_out: bool) -> int:
-    """Run `app` on `argv` and return its exit status. A usage error is one line (one JSON document with
-    --json) with code `bad_request` and status 2, like the fast path's, never click's boxed message."""
+    """Run `argv` through the part of the application it names and return its exit status. A usage error is
+    one line (one JSON document with --json) with code `bad_request` and status 2, like the fast path's, never
+    click's boxed message."""
+    root = application(argv[:1] if argv[:1] and argv[0] in _ADD else _ADD)
+    direct = parse_direct(root, argv)
+    if direct is not None:
+        return run_direct(*direct)
     try:
-        status = typer.main.get_command(app).main(argv, prog_name="harness", standalone_mode=False)
+        status = typer.main.get_command(root).main(argv, prog_name="harness", standalone_mode=False)
     except NoArgsIsHelpError:  # the help has been printed
         return output.USAGE
     except ClickException as error:
@@ -535,7 +532,6 @@ def daemon_status(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
 # --- other commands -----------------------------------------------------------------------------------------
 
 
-@app.command(short_help=TOP["web"])
 def web(
     team: Annotated[str, typer.Option("--team", help="Team id the page shows.")],
     home: HomeOpt = None,
@@ -575,7 +571,6 @@ def web(
         raise
 
 
-@app.command(short_help=TOP["doctor"])
 def doctor(
     team: TeamOpt = None,
     home: HomeOpt = None,
@@ -637,7 +632,6 @@ def _relay_line(remote: dict[str, Any]) -> str:
     return line
 
 
-@app.command(short_help=TOP["demo"])
 def demo() -> None:
     """Watch two scripted agents in a private tmux server: a team, an ask, a reply and the continuation."""
     from harness.cli.demo import run_demo
@@ -645,38 +639,253 @@ def demo() -> None:
     run_demo()
 
 
-def _register_check() -> None:
-    # Imported lazily: the model checker pulls in every scenario, which plain `team` calls never need.
-    from harness.cli.check import check_command
+def _add_check(root: typer.Typer) -> None:
+    from harness.cli.check import check_command  # every scenario and mutant of the model checker
 
-    app.command("check", help=TOP["check"])(check_command)
-
-
-_register_check()
+    root.command("check", help=TOP["check"])(check_command)
 
 
-def _register_selfedit() -> None:
+def _add_selfedit(root: typer.Typer) -> None:
     from harness.cli.selfedit import selfedit_command
 
-    app.command("selfedit", short_help=TOP["selfedit"])(selfedit_command)
+    root.command("selfedit", short_help=TOP["selfedit"])(selfedit_command)
 
 
-_register_selfedit()
+def _add_typer(
+    module: str, attribute: str, name: str, about: str | None = None
+) -> Callable[[typer.Typer], None]:
+    """Adds `module.attribute`, a Typer group, as `harness NAME` (with the group's own help unless `about`),
+    importing `module` only then."""
+
+    def add(root: typer.Typer) -> None:
+        import importlib
+
+        group = getattr(importlib.import_module(module), attribute)
+        if about is None:
+            root.add_typer(group, name=name)
+        else:
+            root.add_typer(group, name=name, help=about)
+
+    return add
 
 
-def _register_eval() -> None:
-    from harness.cli.eval import eval_app
+# How each top-level command joins an application, in the order `harness` lists them.
+_ADD: dict[str, Callable[[typer.Typer], object]] = {
+    "team": lambda root: root.add_typer(team_app, name="team"),
+    "daemon": lambda root: root.add_typer(daemon_app, name="daemon"),
+    "pair": _add_typer("harness.cli.pair", "pair_app", "pair", about=TOP["pair"]),
+    "relay": _add_typer("harness.cli.relay", "relay_app", "relay", about=TOP["relay"]),
+    "agent": _add_typer("harness.cli.agent", "app", "agent", about=TOP["agent"]),
+    "trace": _add_typer("harness.cli.trace", "trace_app", "trace"),
+    "session": _add_typer("harness.cli.session", "session_app", "session", about=TOP["session"]),
+    "web": lambda root: root.command(short_help=TOP["web"])(web),
+    "doctor": lambda root: root.command(short_help=TOP["doctor"])(doctor),
+    "demo": lambda root: root.command(short_help=TOP["demo"])(demo),
+    "check": _add_check,
+    "selfedit": _add_selfedit,
+    "eval": _add_typer("harness.cli.eval", "eval_app", "eval", about=TOP["eval"]),
+    "channels": _add_typer("harness.cli.channels", "app", "channels", about=TOP["channels"]),
+}
 
-    app.add_typer(eval_app, name="eval", help=TOP["eval"])
+
+def application(names: Iterable[str]) -> typer.Typer:
+    """`harness` with only the top-level commands `names`, in their usual order; no other is imported."""
+    wanted = set(names)
+    root = typer.Typer(
+        name="harness", help=ABOUT, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False
+    )
+    root.callback()(harness)
+    for name, add in _ADD.items():
+        if name in wanted:
+            add(root)
+    return root
 
 
-_register_eval()
+def __getattr__(name: str) -> typer.Typer:
+    """`app`: the whole application, for whoever inspects it (a command line builds only its part)."""
+    if name == "app":
+        return application(_ADD)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _register_channels() -> None:
-    from harness.cli.channels import app as channels_app
+# --- without click's parser ---------------------------------------------------------------------------------
+# Parsing through click costs more than most commands take: typer coerces every value, even an absent one,
+# with a pydantic adapter, and importing pydantic alone takes longer than a `team` call. A command of plain
+# options and arguments (flags, text, numbers, paths) is parsed here, from the same Typer declarations, when
+# its words are plain; anything else (help, a group's own callback, a list, a value click might read another
+# way, a mistake to explain) goes to click, which explains it. tests/test_cli_fast.py keeps the two equal.
 
-    app.add_typer(channels_app, name="channels", help=TOP["channels"])
+_PLAIN_KINDS = (bool, str, int, float, Path)
+_INT = re.compile(r"[0-9]{1,15}")
+_FLOAT = re.compile(r"[0-9]{1,15}(\.[0-9]{1,15})?")
+# What a ParameterInfo may say that changes only the help, not how a value is read.
+_HELP_ONLY = {"default", "param_decls", "help", "metavar", "show_default", "rich_help_panel"}
 
 
-_register_channels()
+@dataclass(frozen=True)
+class _Param:
+    name: str
+    kind: type
+    flags: tuple[str, ...]  # () for an argument
+    required: bool
+    default: Any
+    many: bool  # an option given any number of times (a list of its values, or None)
+
+
+def _plain_kind(annotation: Any) -> tuple[type | None, bool]:
+    """bool, str, int, float or Path (or None), or a list of str, as the parameter's type: (the type of one
+    value, whether a list) or (None, False)."""
+    kinds = [kind for kind in typing.get_args(annotation) if kind is not type(None)]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(kinds) == 1:
+        annotation = kinds[0]
+    if typing.get_origin(annotation) is list and typing.get_args(annotation) == (str,):
+        return str, True
+    return (annotation if annotation in _PLAIN_KINDS else None), False
+
+
+def _declared(function: Callable[..., Any]) -> list[_Param] | None:
+    """The parameters of a command function, or None when one is not a plain option or argument."""
+    from typer.models import ArgumentInfo, OptionInfo
+    from typer.utils import get_params_from_function
+
+    params = []
+    for name, meta in get_params_from_function(function).items():
+        info, (kind, many) = meta.default, _plain_kind(meta.annotation)
+        if not isinstance(info, OptionInfo | ArgumentInfo) or kind is None:
+            return None
+        fresh = vars(typer.Option() if isinstance(info, OptionInfo) else typer.Argument())
+        if any(value != fresh[key] for key, value in vars(info).items() if key not in _HELP_ONLY):
+            return None
+        flags: tuple[str, ...] = ()
+        if isinstance(info, OptionInfo):
+            flags = tuple(info.param_decls or (f"--{name.replace('_', '-')}",))
+            if any("/" in flag or not flag.startswith("--") for flag in flags):
+                return None
+        default = info.default
+        if (
+            (kind is bool and default is not False)
+            or (many and default is not None)
+            or (not flags and (many or kind is bool))
+        ):
+            return None
+        required = default is ...
+        value = None if required or default is None else kind(default)
+        params.append(_Param(name, kind, flags, required, value, many))
+    return params
+
+
+def _value(kind: type, text: str) -> Any:
+    """The value of `text` for a parameter of type `kind`, or None when click should read it."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return None
+    if text.startswith("-") or (kind is not str and not text):
+        return None
+    if kind is int:
+        return int(text) if _INT.fullmatch(text) else None
+    if kind is float:
+        return float(text) if _FLOAT.fullmatch(text) else None
+    return kind(text)
+
+
+def _command(root: typer.Typer, words: list[str]) -> tuple[Callable[..., Any], list[str]] | None:
+    """The function `words` name in `root` (through its groups) and the words after its name."""
+    from typer.core import TyperCommand, TyperGroup
+    from typer.main import get_command_name
+
+    group = root
+    for index, word in enumerate(words):
+        for info in group.registered_commands:
+            callback = info.callback
+            if callback is not None and (info.name or get_command_name(callback.__name__)) == word:
+                plain = info.cls in (None, TyperCommand) and not (
+                    info.context_settings or info.no_args_is_help
+                )
+                plain = plain and not info.deprecated
+                return (callback, words[index + 1 :]) if plain else None
+        groups = [sub for sub in group.registered_groups if sub.name == word]
+        if not groups or groups[0].typer_instance is None:
+            return None
+        group = groups[0].typer_instance
+        for setting in (groups[0], group.info):
+            if (
+                _set(setting.callback)
+                or _set(setting.context_settings)
+                or _set(setting.cls) not in (None, TyperGroup)
+            ):
+                return None
+        if group.registered_callback is not None:
+            return None
+    return None
+
+
+def _set(value: Any) -> Any:
+    """A Typer setting as given: None when unset (None, or a placeholder holding the default None)."""
+    from typer.models import DefaultPlaceholder
+
+    return value.value if isinstance(value, DefaultPlaceholder) else value
+
+
+def parse_direct(root: typer.Typer, argv: list[str]) -> tuple[Callable[..., Any], dict[str, Any]] | None:
+    """The command function `argv` names and the values click would give it, when the words are plain."""
+    found = _command(root, argv)
+    params = None if found is None else _declared(found[0])
+    if found is None or params is None:
+        return None
+    by_flag = {flag: param for param in params for flag in param.flags}
+    values: dict[str, Any] = {}
+    positional: list[Any] = []
+    words = iter(found[1])
+    for word in words:
+        if word in ("--", "--help"):
+            return None
+        if not word.startswith("-") or word == "-":
+            positional.append(word)
+            continue
+        flag, equals, inline = word.partition("=")
+        param = by_flag.get(flag)
+        if param is None or (param.kind is bool and equals):
+            return None
+        if param.kind is bool:
+            values[param.name] = True
+            continue
+        text = inline if equals else next(words, None)
+        value = None if text is None else _value(param.kind, text)
+        if value is None:
+            return None
+        if param.many:
+            values.setdefault(param.name, []).append(value)
+        else:
+            values[param.name] = value
+    arguments = [param for param in params if not param.flags]
+    if len(positional) > len(arguments):
+        return None
+    for param, text in zip(arguments, positional, strict=False):
+        values[param.name] = _value(param.kind, text)
+        if values[param.name] is None:
+            return None
+    for param in params:
+        if param.name not in values:
+            if param.required:
+                return None
+            values[param.name] = param.default
+    return found[0], values
+
+
+def run_direct(function: Callable[..., Any], values: dict[str, Any]) -> int:
+    """Run a command as click's main does without standalone mode (typer.core._main): its exit status."""
+    try:
+        status = function(**values)
+    except EOFError as error:
+        print(file=sys.stderr)
+        raise typer.Abort() from error
+    except KeyboardInterrupt:
+        return 130
+    except typer.Exit as stop:
+        return stop.exit_code
+    except OSError as error:
+        if error.errno == errno.EPIPE:
+            sys.exit(output.PROTOCOL_ERROR)
+        raise
+    return status if isinstance(status, int) else output.OK

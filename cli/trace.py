@@ -101,10 +101,10 @@ def _located(path: Path | None, team: str | None, home: str | None, json_out: bo
 
 
 def _lines(path: Path, where: trace.TraceFilter, json_out: bool) -> list[trace.TraceLine]:
-    if not path.exists():
-        output.emit_error(json_out, "not_found", f"no trace at {path}")
-        raise SystemExit(output.PROTOCOL_ERROR)
     try:
+        if not path.exists():  # raises for a name too long, which is no trace either
+            output.emit_error(json_out, "not_found", f"no trace at {path}")
+            raise SystemExit(output.PROTOCOL_ERROR)
         return list(trace.query(path, where))
     except trace.TraceDamaged as error:
         output.emit_error(json_out, "corrupt_state", str(error))

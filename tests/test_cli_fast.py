@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import typer.main
 
+from harness.cli import app as app_module
 from harness.cli import main
 from harness.cli.app import app, team_app
 from harness.cli.commands import COMMON_OPTIONS, SPECS, Options, parse_fast
@@ -149,3 +152,108 @@ def test_usage_errors_are_one_line_or_one_json_document(capsys: pytest.CaptureFi
     assert status == 2 and out == "" and err.startswith("harness: bad_request: ") and err.count("\n") == 1
     status, out, err = run(["daemon", "status", "--nope"], capsys)
     assert status == 2 and err.startswith("harness: bad_request: No such option: --nope")
+
+
+# --- the commands run without click's parser (cli/app.parse_direct) -----------------------------------------
+
+SAMPLES: dict[type, list[str]] = {str: ["x y", ""], int: ["7"], float: ["2.5", "3"], Path: ["some/dir/", "f"]}
+
+
+def direct_commands(root: typer.Typer) -> Iterator[tuple[list[str], Any]]:
+    """Every command of `root` (its words and CommandInfo) that parse_direct reads."""
+    groups: list[tuple[list[str], typer.Typer]] = [([], root)]
+    for prefix, group in groups:
+        for info in group.registered_commands:
+            assert info.callback is not None
+            words = [*prefix, info.name or typer.main.get_command_name(info.callback.__name__)]
+            if app_module._declared(info.callback) is not None and app_module._command(root, words):
+                yield words, info
+        for sub in group.registered_groups:
+            assert sub.typer_instance is not None and isinstance(sub.name, str)
+            groups.append(([*prefix, sub.name], sub.typer_instance))
+
+
+def variants(words: list[str], params: list[Any]) -> Iterator[list[str]]:
+    """The required words only; every option with the first samples; again, inline and reversed."""
+    arguments = [p for p in params if not p.flags]
+    needed = [[p.flags[0], SAMPLES[p.kind][0]] for p in params if p.flags and p.required]
+    yield [
+        *words,
+        *(w for pair in needed for w in pair),
+        *(SAMPLES[p.kind][0] for p in arguments if p.required),
+    ]
+    for index in (0, -1):
+        pieces = []
+        for param in params:
+            sample = SAMPLES.get(param.kind, [""])[index]
+            if not param.flags:
+                pieces.append([sample])
+            elif param.kind is bool:
+                pieces.append([param.flags[-1]])
+            elif param.many:
+                pieces.append([param.flags[0], sample, f"{param.flags[0]}=b"])
+            else:
+                pieces.append(
+                    [param.flags[index], sample] if index == 0 else [f"{param.flags[index]}={sample}"]
+                )
+        if index == -1:
+            pieces.reverse()
+            pieces.sort(key=lambda piece: piece[0].startswith("-"))  # arguments keep their order
+        yield [*words, *(w for piece in pieces for w in piece)]
+
+
+def test_direct_parsing_gives_each_command_what_click_gives(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commands of plain options skip click (its parse imports pydantic, slower than a whole `team` call);
+    for every such command, the values handed over are click's, value and type."""
+    root = app_module.application(app_module._ADD)
+    covered = []
+    for words, info in list(direct_commands(root)):
+        seen: list[dict[str, Any]] = []
+
+        @functools.wraps(info.callback)
+        def record(**values: Any) -> None:
+            seen.append(values)  # noqa: B023 (used before the loop moves on)
+
+        params = app_module._declared(info.callback)
+        assert params is not None
+        monkeypatch.setattr(info, "callback", record)
+        for argv in variants(words, params):
+            direct = app_module.parse_direct(root, argv)
+            assert direct is not None and direct[0] is record, argv
+            typer.main.get_command(root).main(argv, prog_name="harness", standalone_mode=False)
+            clicked = seen.pop()
+            assert direct[1] == clicked, argv
+            assert {k: type(v) for k, v in direct[1].items()} == {k: type(v) for k, v in clicked.items()}, (
+                argv
+            )
+        covered.append(" ".join(words))
+    assert {"doctor", "daemon status", "daemon stop", "agent list", "trace query", "session status"} <= set(
+        covered
+    )
+
+
+def test_words_click_must_explain_are_left_to_it() -> None:
+    root = app_module.application(app_module._ADD)
+    for argv in (
+        ["doctor", "--help"],
+        ["doctor", "--team"],
+        ["doctor", "--json=1"],
+        ["doctor", "--nope"],
+        ["doctor", "extra"],
+        ["doctor", "--team", "-x"],
+        ["doctor", "--team", "\udcff"],
+        ["doctor", "--", "x"],
+        ["daemon"],
+        ["daemon", "prune"],
+        ["daemon", "statu"],
+        ["pair", "create", "--ttl", "nan"],
+        ["pair", "create", "--ttl", "1e3"],
+        ["web", "--team", "t", "--web-port", " 5"],
+        ["agent", "show"],
+        ["agent", "show", "a", "b"],
+        ["agent", "classify", "-", "--engine", "claude"],
+        ["check"],
+        ["team", "list"],
+        ["eval", "run", "x"],
+    ):
+        assert app_module.parse_direct(root, argv) is None, argv

@@ -3,6 +3,8 @@
 # that are not UTF-8 included, as Python hands them over), bytes on stdin and in the files the options name,
 # against a data directory with no daemon. Each run must end with a status of the contract, one error line
 # (or, with --json, one JSON document) and never the `internal` code of the last-resort handler.
+# Each command group gets HARNESS_FUZZ_EXAMPLES examples (default 200, which keeps the suite's time; the
+# issue's 2,000 per group is `HARNESS_FUZZ_EXAMPLES=2000 pytest tests/test_cli_fuzz.py`).
 from __future__ import annotations
 
 import io
@@ -14,14 +16,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+import typer.main
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from typer.core import TyperGroup
 
-from harness.cli import commands, fast, main
+from harness.cli import app, commands, fast, main
 
 STATUSES = {0, 1, 2, 3, 4}
+EXAMPLES = int(os.environ.get("HARNESS_FUZZ_EXAMPLES", "200"))
 SETTINGS = settings(
-    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 
 
@@ -66,17 +71,22 @@ def contained(world: World, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def invoke(argv: list[str], stdin: bytes, *, typer_only: bool) -> Ran:
-    out, err = io.StringIO(), io.StringIO()
-    saved = sys.stdin, sys.stdout, sys.stderr, fast.run_fast
+    """Run `argv` in-process: the way `harness` does (fast path, then direct, then click), or click only."""
+    out, err = io.BytesIO(), io.BytesIO()  # under text streams, as a terminal's (`trace export` writes bytes)
+    saved = sys.stdin, sys.stdout, sys.stderr, fast.run_fast, app.parse_direct
     sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8", errors="surrogateescape")
-    sys.stdout, sys.stderr = out, err
+    texts = [io.TextIOWrapper(stream, encoding="utf-8", write_through=True) for stream in (out, err)]
+    sys.stdout, sys.stderr = texts
     if typer_only:
         fast.run_fast = lambda argv: False  # type: ignore[assignment]
+        app.parse_direct = lambda root, argv: None  # type: ignore[assignment]
     try:
         status = main.run(argv)
     finally:
-        sys.stdin, sys.stdout, sys.stderr, fast.run_fast = saved
-    return Ran(status, out.getvalue(), err.getvalue())
+        sys.stdin, sys.stdout, sys.stderr, fast.run_fast, app.parse_direct = saved
+        for text in texts:
+            text.flush()
+    return Ran(status, out.getvalue().decode(), err.getvalue().decode())
 
 
 VALUE_OPTIONS = {"--team", "--home", "--socket", "--key", "--key-file", "--machine", "--file", "--text-file",
@@ -96,6 +106,11 @@ def flags_given(argv: list[str]) -> set[str]:
     return given
 
 
+# `harness` alone, or a group of commands alone (`harness team`): the help, with status 2.
+GROUP_NAMES = ("team", "agent", "daemon", "pair", "relay", "trace", "session", "eval", "channels")
+HELP_ALONE = [[], *([name] for name in GROUP_NAMES)]
+
+
 def check(argv: list[str], ran: Ran) -> None:
     words = flags_given(argv)
     shown = ran.out + ran.err
@@ -104,11 +119,13 @@ def check(argv: list[str], ran: Ran) -> None:
     assert "internal" not in shown.split("\n", 1)[0][:40], (argv, ran)  # the last-resort handler: a bug
     if "--help" in words:
         return
-    if "--json" in words:
+    given_json = "--json" in (argv[: argv.index("--")] if "--" in argv else argv)
+    # `--json` that an option took as its value still asks a usage error of click for JSON (cli/main.py).
+    if "--json" in words or (given_json and ran.out and not ran.err):
         document = json.loads(ran.out)  # exactly one JSON document (json.loads refuses trailing text)
-        assert ran.status == 0 or set(document) == {"error", "detail", "operationId"}, (argv, ran)
+        assert ran.status == 0 or {"error", "detail"} <= set(document), (argv, ran)
         assert ran.status == 0 or document["error"] != "internal", (argv, ran)
-    elif ran.status != 0 and argv not in ([], ["team"]):  # `harness` or `harness team` alone: the help
+    elif ran.status != 0 and argv not in HELP_ALONE:
         assert ran.err.startswith("harness: ") and ran.err.count("\n") == 1, (argv, ran)
 
 
@@ -189,16 +206,50 @@ def test_team_commands_never_show_a_traceback(world: World, data: st.DataObject,
     run_both(argv, stdin)
 
 
-# Never `daemon run`, `demo`, `web`, `agent start`: they start servers and terminals.
-PREFIXES = [["team"], ["agent", "classify"], ["--version"], ["--help"], ["--json"], ["daemon", "status"], []]
-VOCABULARY = [*COMMON, *COMMANDS, "--json", "--help", "--version", "--engine", "--", "-", "shell", "--ttl"]
+# The command groups, each fuzzed on its own, by the words that start them. Never what starts servers or
+# terminals or reaches beyond this machine (`daemon run|start`, `demo`, `web`, `relay serve`, `session run`,
+# `eval run`, `agent start|attach|stop|remove`, `pair create|accept`), nor the model checker (minutes a run).
+GROUPS: dict[str, list[list[str]]] = {
+    "top": [["--version"], ["--help"], ["--json"], []],
+    "team": [["team"]],
+    "agent": [["agent"], ["agent", "classify"], ["agent", "list"], ["agent", "show"]],
+    "daemon": [["daemon"], ["daemon", "status"], ["daemon", "stop"], ["daemon", "prune"]],
+    "doctor": [["doctor"]],
+    "trace": [["trace"], ["trace", "export"], ["trace", "query"], ["trace", "summary"]],
+    "session": [["session"], ["session", "status"], ["session", "stop"]],
+    "channels": [["channels"], ["channels", "status"], ["channels", "enable"], ["channels", "disable"]],
+    "pair": [["pair"], ["pair", "list"], ["pair", "remove"]],
+    "eval": [["eval"], ["eval", "report"]],
+    "selfedit": [["selfedit"]],
+}
+SHARED = [*COMMON, "--json", "--help", "--version", "--", "-", "shell", "--ttl"]
+# What a drawn command line must not run (words of `vocabulary` or drawn text may spell one).
+REACHING_OUT = {("demo",), ("web",), ("check",), ("daemon", "run"), ("daemon", "start"), ("relay", "serve"),
+                ("session", "run"), ("eval", "run"), ("agent", "start"), ("agent", "attach"),
+                ("agent", "stop"), ("agent", "remove"), ("pair", "create"), ("pair", "accept")}  # fmt: skip
 
 
-@given(prefix=st.sampled_from(PREFIXES),
-       rest=st.lists(st.one_of(word, st.sampled_from(VOCABULARY)), max_size=6),
-       stdin=input_bytes)  # fmt: skip
-@SETTINGS
-def test_any_words_never_show_a_traceback(
-    world: World, prefix: list[str], rest: list[str], stdin: bytes
-) -> None:
-    run_both([*prefix, *rest] if prefix else rest[:1], stdin)
+def vocabulary(group: str) -> list[str]:
+    """The words the group's commands know (names and options), and the options every command shares."""
+    root = typer.main.get_command(app.application(fast.TOP if group == "top" else [group]))
+    known, commands_below = [*SHARED, *COMMANDS], [root]
+    for command in commands_below:
+        known += [option for param in command.params for option in param.opts]
+        if isinstance(command, TyperGroup):
+            known += list(command.commands)
+            commands_below += list(command.commands.values())
+    return sorted(set(known))
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_any_words_never_show_a_traceback(group: str) -> None:
+    words = st.lists(st.one_of(word, st.sampled_from(vocabulary(group))), max_size=6)
+
+    @given(prefix=st.sampled_from(GROUPS[group]), rest=words, stdin=input_bytes)
+    @SETTINGS
+    def run(prefix: list[str], rest: list[str], stdin: bytes) -> None:
+        argv = [*prefix, *rest] if prefix else rest[:1]
+        assume(tuple(argv[:1]) not in REACHING_OUT and tuple(argv[:2]) not in REACHING_OUT)
+        run_both(argv, stdin)
+
+    run()
