@@ -47,7 +47,7 @@ TOP: dict[str, str] = {
     "demo": "Watch two scripted agents in a private tmux server: a team, an ask, a reply, the continuation.",
     "check": "Model-check the protocol over the real reducers (scenarios, mutants).",
     "trace": "Read a trace offline: export, query, summary (no daemon needed).",
-    "session": "Coordination sessions of engines in tmux: run (supervise, facilitate, ...), status, stop.",
+    "session": "Coordination sessions of engines in tmux: run, status, stop; tools: announce, rollcall, rfc.",
     "selfedit": "Write stdin to a file that .claude/settings.json allows (Edit rules), off branch main.",
     "eval": "Run task families N times per engine (setup, engine, judge) and report pass@k.",
     "channels": "Tab channels, off by default: the agents of a tmux window form a team; enable, disable.",

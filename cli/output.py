@@ -209,7 +209,8 @@ def _exchanges(title: str, exchanges: list[dict[str, Any]], look: Look) -> None:
 
 def show_exchange(e: dict[str, Any], look: Look) -> None:
     say(f"Question {e['id']}", look, style="bold")
-    say(f"  {look.who(e['from'])} -> {look.who(e['to'])}  ({e['state']})", look)
+    ended = f", {e['reason']}" if e.get("reason") else ""  # the owner said why (expire, cancel)
+    say(f"  {look.who(e['from'])} -> {look.who(e['to'])}  ({e['state']}{ended})", look)
     say(f"  asked {clock(e.get('createdAt'))}, deadline {clock(e.get('deadlineAt'))}", look)
     say(f"  delivery: {delivery_text(e.get('delivery'))}", look)
     say("  text: " + str(e["text"]), look, block=True)

@@ -241,3 +241,12 @@ def test_team_expire_and_cancel_with_a_reason_through_the_daemon(daemon: Daemon,
         ("q2", "changed_my_mind"),
         ("q3", None),
     ]
+
+
+def test_the_readable_status_says_why_a_question_ended(capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --json, `team status ID` shows the reason beside the state (`expired, no_answer`)."""
+    from harness.cli import output
+
+    exchange = {"id": "q1", "from": "m1", "to": "m2", "state": "expired", "reason": "no_answer", "text": "hi"}
+    output.show_exchange(exchange, output.Look(names={"m1": "alice", "m2": "bob"}))
+    assert "alice -> bob  (expired, no_answer)" in capsys.readouterr().out
