@@ -16,6 +16,7 @@ from harness.core.bounded_json import JsonRefused, parse_json
 from harness.io import home as homes
 from harness.io import local_socket
 from harness.io.rpc import (
+    DELTA_TYPE,
     INCOMPATIBLE,
     MAX_FRAME_BYTES,
     PROTOCOL,
@@ -277,15 +278,31 @@ class Client:
     def subscribe(self, team_id: str, owner_token: str | None, timeout: float | None = None) -> Iterator[Any]:
         """Team snapshots as they change, the current one first. Ends when the daemon closes or `timeout`
         seconds pass without a change."""
+        # Imported here: the records' codec is not on a plain command's start-up path.
+        from harness.core.team_delta import apply_team_delta
+
+        features = self.request("capabilities").get("features", [])
+        fields = {"deltas": True} if "team-delta" in features else None  # else whole snapshots are pushed
         request_id = secrets.token_hex(8)
-        self._send(request_frame(request_id, "subscribe", team_id=team_id, owner_token=owner_token))
-        yield self._result(request_id, None, REPLY_TIMEOUT)
+        self._send(
+            request_frame(request_id, "subscribe", team_id=team_id, owner_token=owner_token, fields=fields)
+        )
+        team = self._result(request_id, None, REPLY_TIMEOUT)
+        yield team
         while True:
             try:
                 frame = self._receive_frame(timeout if timeout is not None else 1e9)
             except (TimeoutError, OSError, _Closed):
                 return
-            if frame.get("type") == SNAPSHOT_TYPE and frame.get("requestId") == request_id:
-                yield frame["team"]
+            if frame.get("requestId") != request_id:
+                continue
+            if frame.get("type") == SNAPSHOT_TYPE:
+                team = frame["team"]
+                yield team
+            elif frame.get("type") == DELTA_TYPE:
+                team = apply_team_delta(team, frame["delta"])
+                if team is None:
+                    raise RemoteError(INCOMPATIBLE, "the daemon sent a delta from a revision this view lacks")
+                yield team
             elif frame.get("requestId") == request_id and "error" in frame:
                 raise RemoteError(str(frame["error"]), str(frame.get("detail", "")))

@@ -25,6 +25,7 @@ FEATURES: Final = (
     "board",  # board_get and board: the team's board of roles, tasks and pulled notes (board-v1)
     "usage",  # the usage action: every bound with its use, a warning from 80 %, and what a person can do
     "question-reasons",  # cancel takes a reason; the owner's expire ends a question with one; views show it
+    "team-delta",  # `subscribe` with `deltas: true` pushes `team_delta` frames: only the records that changed
 )
 
 # A request of team.v1 is at most ~50,000 characters of fields; this leaves room for escaping while keeping
@@ -37,6 +38,7 @@ MAX_REQUEST_ID_CHARS: Final = 128
 REQUEST_TYPE: Final = "team"
 RESULT_TYPE: Final = "team_result"
 SNAPSHOT_TYPE: Final = "team_snapshot"
+DELTA_TYPE: Final = "team_delta"
 
 BAD_REQUEST: Final = "bad_request"
 UNAUTHORIZED: Final = "unauthorized"
@@ -77,7 +79,7 @@ ACTIONS: Final[dict[str, Action]] = {
     "delivery_inspect": _action("noticeId", owner_only=True),
     "delivery_resolve": _action("noticeId", "landed", owner_only=True),
     "usage": _action(),
-    "subscribe": _action(owner_only=True),
+    "subscribe": _action("deltas", owner_only=True),
     "board_get": _action(),
     "board": _action("id", "generation", "command"),
     "agent_register": _action(
@@ -246,6 +248,20 @@ def error_frame(
     if bound is not None:
         frame["bound"] = bound  # the exhausted bound of a `bound_exceeded`, by its Limits field name
     return _dump(frame)
+
+
+def delta_frame(request_id: str, delta: dict[str, Any]) -> str:
+    """One pushed change of a `deltas` subscription (core/team_delta.py), which the watcher applies to its
+    copy at `baseRevision`; a change a delta cannot express comes as a whole snapshot instead."""
+    return _dump(
+        {
+            "type": DELTA_TYPE,
+            "requestId": request_id,
+            "teamId": delta["id"],
+            "revision": delta["revision"],
+            "delta": delta,
+        }
+    )
 
 
 def snapshot_frame(request_id: str, team: dict[str, Any]) -> str:

@@ -18,6 +18,7 @@ from trio_websocket import ConnectionClosed, WebSocketConnection
 
 from harness.core.codec import team_view, to_json
 from harness.core.errors import ErrorCode
+from harness.core.team_delta import team_delta
 from harness.io.listeners import Listener, Slot, close_websocket
 from harness.io.remote import TeamAnswer
 from harness.io.rpc import (
@@ -28,6 +29,7 @@ from harness.io.rpc import (
     PROTOCOL_REVISION,
     FrameError,
     Request,
+    delta_frame,
     error_frame,
     parse_request,
     result_frame,
@@ -159,16 +161,23 @@ class TeamRpc:
 
     async def _subscribe(self, ws: WebSocketConnection, request: Request) -> None:
         self._authorize(request)
-        team = self.access.team(request)
-        await ws.send_message(result_frame(request.request_id, team_view(team)))
-        revision = team.revision
+        deltas = request.fields.get("deltas", False)
+        if not isinstance(deltas, bool):
+            raise FrameError("subscribe: 'deltas' must be true or false", request.request_id)
+        sent = self.access.team(request)
+        await ws.send_message(result_frame(request.request_id, team_view(sent)))
         while True:
             # Register for the next change before looking: a commit during the send above would otherwise
             # find no event to set, and this watcher would miss it until some later change.
-            changed = self.access.ledger.changed(team.id)
+            changed = self.access.ledger.changed(sent.id)
             team = self.access.team(request)
-            if team.revision == revision:
+            if team.revision == sent.revision:
                 await changed.wait()
-            else:  # watchers want the latest, not every step between
-                revision = team.revision
+                continue
+            # Watchers want the latest, not every step between: a delta spans all the steps since `sent`.
+            delta = team_delta(sent, team) if deltas else None
+            if delta is None:
                 await ws.send_message(snapshot_frame(request.request_id, team_view(team)))
+            else:
+                await ws.send_message(delta_frame(request.request_id, delta))
+            sent = team

@@ -287,6 +287,7 @@ async def test_the_page_shows_a_team_live_acts_and_survives_a_daemon_restart(
             )
             await page.until("document.querySelector('#answer-text')?.textContent === 'GET /v1/daemon/state'")
             assert int(await page.js("document.documentElement.dataset.revision")) > revision
+            assert int(await page.js("document.documentElement.dataset.deltas")) > 0  # followed by deltas
             assert await page.text(".exchange .q-state") == "answered"
             assert await page.text("#evidence") == "io/daemon.py:42"
             assert "null" not in await page.text("main") and "undefined" not in await page.text("main")

@@ -129,6 +129,8 @@ function receive(frame) {
     if (frame.state === "live") start();
   } else if (frame.type === "team_snapshot" && frame.requestId === subscription) {
     apply(frame.team);
+  } else if (frame.type === "team_delta" && frame.requestId === subscription) {
+    applyDelta(frame.delta);
   } else if (frame.type === "team_result" && pending.has(frame.requestId)) {
     const settle = pending.get(frame.requestId);
     pending.delete(frame.requestId);
@@ -155,7 +157,7 @@ function request(action, fields = {}) {
 }
 
 function start() {
-  subscription = send("subscribe", {}, (frame) => {
+  subscription = send("subscribe", { deltas: true }, (frame) => {
     if (frame.error) setLink("refused", `${frame.error}: ${frame.detail}`);
     else if (frame.result) apply(frame.result);
   });
@@ -195,6 +197,30 @@ function apply(team) {
   document.documentElement.dataset.revision = String(team.revision);
   render();
   readBoard();
+}
+
+// A delta carries the records changed since `baseRevision` (changed ones replace theirs, new ones are
+// appended); one that does not follow the view shown (another read moved it) is replaced by a whole read.
+function applyDelta(delta) {
+  if (!delta || delta.id !== view.teamId || !(delta.revision > view.revision)) return;
+  if (!view.team || delta.baseRevision !== view.revision) {
+    request("get").then((frame) => apply(frame.result));
+    return;
+  }
+  const team = { ...view.team };
+  for (const field of ["id", "name", "state", "revision", "createdAt"]) team[field] = delta[field];
+  for (const field of ["members", "exchanges"]) {
+    const records = [...view.team[field]];
+    const where = new Map(records.map((record, index) => [record.id, index]));
+    for (const record of delta[field]) {
+      if (where.has(record.id)) records[where.get(record.id)] = record;
+      else records.push(record);
+    }
+    team[field] = records;
+  }
+  apply(team);
+  const root = document.documentElement.dataset;
+  root.deltas = String(Number(root.deltas || 0) + 1); // how the page followed: tests read it
 }
 
 function setLink(state, detail) {
