@@ -25,6 +25,7 @@ from tests.journal_crash_writer import fold
 WRITER = Path(__file__).with_name("journal_crash_writer.py")
 KILLS = 210
 MAX_DELAY_S = 0.03
+ACKS_AWAITED = 3  # before the random delay, a kill waits for 0..ACKS_AWAITED acknowledgements
 PRESTARTED = 2
 TEAR_EVERY = 10
 
@@ -63,9 +64,13 @@ def test_sigkill_loop_keeps_every_acknowledged_entry(
             assert victim.stdout.readline() == b"ready\n", victim.communicate()[1].decode()
             victim.stdin.write(b"go\n")
             victim.stdin.flush()
-            time.sleep(rng.uniform(0, MAX_DELAY_S))  # the random moment of death, not a synchronization
+            # Die after a random number of acknowledgements (a loaded machine, which slows the writer, still
+            # leaves acknowledged entries to check), then at a random moment: not a synchronization.
+            early = b"".join(victim.stdout.readline() for _ in range(rng.randint(0, ACKS_AWAITED)))
+            time.sleep(rng.uniform(0, MAX_DELAY_S))
             victim.send_signal(signal.SIGKILL)
             out, err = victim.communicate()
+            out = early + out
             assert victim.returncode == -signal.SIGKILL, err.decode()
             kills += 1
             spares.append(_spawn(directory, cycle + PRESTARTED))
