@@ -159,13 +159,32 @@ class DeliveryRouter:
 
     async def run(self) -> None:
         """The delivery worker: hands every queued request over, until `close`. A machine without a route
-        gets nothing: its notices wait, visibly, and pairing it again restates the teams it holds."""
-        async for machine_id, command in self._receive:
-            destination = self.destination(machine_id)
-            if destination is not None:
-                await delivery_request(destination, command)
-            elif isinstance(command, d.Submit):  # owed, visibly waiting for a route to its machine
-                queued = d.DeliveryState.QUEUED.value
-                await self.ledger.report(DeliveryReport(command.team_id, command.notice_id, queued, UNPAIRED))
+        gets nothing: its notices wait, visibly, and pairing it again restates the teams it holds. What is
+        queued for this machine's desk at once (the effects of one ledger batch) goes in as one desk batch:
+        one durable append for all of it."""
+        async for first in self._receive:
+            work = [first, *self._queued()]
+            local = [command for machine_id, command in work if machine_id == self.machine_id]
+            if local:
+                await self.desk.requests(local)
+            for machine_id, command in work:
+                if machine_id == self.machine_id:
+                    continue
+                destination = self.destination(machine_id)
+                if destination is not None:
+                    await delivery_request(destination, command)
+                elif isinstance(command, d.Submit):  # owed, visibly waiting for a route to its machine
+                    queued = d.DeliveryState.QUEUED.value
+                    owed = DeliveryReport(command.team_id, command.notice_id, queued, UNPAIRED)
+                    await self.ledger.report(owed)
         # Every request of an accepted command was handed over; now the desk may stop looking.
         self.desk.stop()
+
+    def _queued(self) -> list[DeliveryWork]:
+        """The requests already queued, without waiting for more."""
+        queued: list[DeliveryWork] = []
+        while True:
+            try:
+                queued.append(self._receive.receive_nowait())
+            except (trio.WouldBlock, trio.EndOfChannel):
+                return queued

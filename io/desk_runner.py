@@ -7,7 +7,9 @@
 #   journal (`<home>/teams/delivery`) and waits until it is durable, and only then acts on the effects:
 #   reports to the owner, write rechecks, timers and the one terminal write. A lock serializes it, so the
 #   journal order is the step order and replay rebuilds the desk exactly. Each durable notice state change is
-#   emitted to its team's trace there (queued, never waited on).
+#   emitted to its team's trace there (queued, never waited on). `apply_all` steps several commands (the owner
+#   requests of one ledger batch) under one append; a look, tick or submit that sets off no report and no
+#   write rides the next append instead of waiting for its own (spec/delivery-v1.md, section 7, Journal).
 # - On start the desk is replayed and told `Restart`: a write that was in flight becomes `unconfirmed` and is
 #   never retried; queued work waits for a fresh look at its terminal.
 # - The runner loop looks at agents that have queued work, feeds `Observe` only when what it saw differs from
@@ -46,7 +48,7 @@ from harness.core.team import replay_limits
 from harness.core.terminal_text import terminal_safe
 from harness.io.journal import CheckpointPolicy, JournalStore, Recovery, StoreError, delivery_store_dir
 from harness.io.profiles import squash
-from harness.io.team_delivery import DeliveryReport, Reporter
+from harness.io.team_delivery import DeliveryReport, OwnerRequest, Reporter
 from harness.io.terminal_port import Screen, ScreenState, Terminals, Transcripts, WriteOutcome
 from harness.io.trace import DESK, TraceEmit, no_trace
 
@@ -284,38 +286,58 @@ class DeskRunner:
 
     async def apply(self, command: d.DeskCommand) -> Accepted[d.Desk] | Rejected:
         """Step the desk; an accepted change is durable before any of its effects leaves the process."""
+        return (await self.apply_all((command,)))[0]
+
+    async def apply_all(self, commands: Sequence[d.DeskCommand]) -> list[Accepted[d.Desk] | Rejected]:
+        """Step the desk through `commands` in order (group commit): their accepted changes share one durable
+        append, and only after it does any effect of any of them leave the process."""
         async with self._lock:
-            if self.unavailable is not None:
-                return reject(ErrorCode.CORRUPT_STATE, self.unavailable)
-            self._last_at = max(self._last_at, self._clock())
-            command = attrs.evolve(command, at=self._last_at)
-            outcome = d.step(self.desk, command, self._limits)
-            if self._on_violation is not None:
-                broken = desk_step_violations(self.desk, command, outcome, self._limits)
-                if broken:  # never applied: the desk stops, as for a journal that cannot be written
-                    self._stop_desk(self._on_violation(broken[0]))
-                    return reject(ErrorCode.CORRUPT_STATE, self.unavailable or "")
-            if isinstance(outcome, Rejected):
-                return outcome
-            if outcome.changed:
+            desk = self.desk
+            outcomes: list[Accepted[d.Desk] | Rejected] = []
+            changed: list[d.DeskCommand] = []
+            for request in commands:
+                if self.unavailable is not None:
+                    break
+                self._last_at = max(self._last_at, self._clock())
+                command = attrs.evolve(request, at=self._last_at)
+                outcome = d.step(desk, command, self._limits)
+                if self._on_violation is not None:
+                    broken = desk_step_violations(desk, command, outcome, self._limits)
+                    if broken:  # never applied: the desk stops, as for a journal that cannot be written
+                        self._stop_desk(self._on_violation(broken[0]))
+                        break
+                outcomes.append(outcome)
+                if isinstance(outcome, Accepted) and outcome.changed:
+                    desk = outcome.state
+                    changed.append(command)
+            accepted = [outcome for outcome in outcomes if isinstance(outcome, Accepted)]
+            if changed and self.unavailable is None:
                 assert self._store is not None
+                entries = [desk_command_to_json(command) for command in changed]
                 try:
-                    seq = await self._store.append(desk_command_to_json(command))
+                    if _unheeded(commands, outcomes):
+                        seq = None
+                        self._store.enqueue(entries)  # rides the next durable append
+                    else:
+                        seq = (await self._store.append_all(entries))[-1]
                 except (StoreError, trio.ClosedResourceError) as error:
                     # It may or may not be on disk: act on none of it, and write nothing until a restart.
                     self._stop_desk(f"the desk journal could not be written ({error})")
-                    return reject(ErrorCode.CORRUPT_STATE, self.unavailable or "")
-                self.desk = outcome.state
-                # Durable now: traced, never waited on.
-                for team_id, event in desk_events(self.desk, outcome.effects):
-                    self._trace(team_id, DESK, event)
-                if self._checkpoints.due(self._store):
+                    return [reject(ErrorCode.CORRUPT_STATE, self.unavailable or "")] * len(commands)
+                self.desk = desk
+                for outcome in accepted:  # durable now (or nothing to trace): traced, never waited on
+                    for team_id, event in desk_events(desk, outcome.effects):
+                        self._trace(team_id, DESK, event)
+                if seq is not None and self._checkpoints.due(self._store):
                     try:
                         await self._store.checkpoint(seq, to_json(self.desk))
                     except StoreError as error:
                         self._stop_desk(f"the desk checkpoint could not be written ({error})")
-            await self._act(outcome.effects)
-            return outcome
+            elif self.unavailable is not None:  # stepped on a desk that never became durable: none counts
+                return [reject(ErrorCode.CORRUPT_STATE, self.unavailable)] * len(commands)
+            for outcome in accepted:
+                await self._act(outcome.effects)
+            return outcomes
 
     async def _act(self, effects: Sequence[object]) -> None:
         for effect in effects:
@@ -332,8 +354,18 @@ class DeskRunner:
 
     # --- team_delivery: the owner's requests ---------------------------------------------------------------
 
+    async def requests(self, commands: Sequence[OwnerRequest]) -> None:
+        """Several owner requests at once (the effects of one ledger batch): they share one durable append."""
+        for command, outcome in zip(commands, await self.apply_all(commands), strict=True):
+            if isinstance(command, d.Submit):
+                await self._submitted(command, outcome)
+            else:
+                self._refused(command, outcome)
+
     async def submit(self, command: d.Submit) -> None:
-        outcome = await self.apply(command)
+        await self._submitted(command, await self.apply(command))
+
+    async def _submitted(self, command: d.Submit, outcome: Accepted[d.Desk] | Rejected) -> None:
         if isinstance(outcome, Rejected):
             # As core.system routes a refused submit: never silent loss, the owner sees why.
             reason = refused_reason(outcome)
@@ -412,7 +444,9 @@ class DeskRunner:
         await self._owner(command)
 
     async def _owner(self, command: d.DeskCommand) -> None:
-        outcome = await self.apply(command)
+        self._refused(command, await self.apply(command))
+
+    def _refused(self, command: d.DeskCommand, outcome: Accepted[d.Desk] | Rejected) -> None:
         if isinstance(outcome, Rejected) and outcome.code is not ErrorCode.CORRUPT_STATE:
             self._log(f"delivery desk refused {type(command).__name__}: {outcome.code}: {outcome.detail}")
 
@@ -566,6 +600,19 @@ class DeskRunner:
             if matched:
                 del self._watches[notice_id]
                 await self.apply(d.TurnObserved(0, notice_id))
+
+
+def _unheeded(commands: Sequence[d.DeskCommand], outcomes: Sequence[Accepted[d.Desk] | Rejected]) -> bool:
+    """Steps whose effects all stay in this process (a recheck, a timer; no report, no licence to write) and
+    whose loss a restart repairs: a look at a terminal or a tick (a restart demands a fresh look), the owner's
+    submit (the owner restates every notice a desk lacks at its start). Their journal entries ride the next
+    durable append; a crash before it loses only them."""
+    return all(
+        isinstance(command, d.Observe | d.Tick | d.Submit)
+        and isinstance(outcome, Accepted)
+        and all(isinstance(effect, d.WriteDue | d.ArmDeskTimer) for effect in outcome.effects)
+        for command, outcome in zip(commands, outcomes, strict=True)
+    )
 
 
 def _report_of(

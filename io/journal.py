@@ -4,6 +4,8 @@
 #
 # - `append` answers only after the entry's bytes are fsynced, and appends that arrive during an fsync share
 #   the next one (group commit), so an acknowledgement always means "durable" without one fsync per entry.
+#   `append_all` queues several entries as one batch. `enqueue` queues entries nobody waits on: they ride the
+#   next batch's fsync, and a crash before it loses them only as a suffix of the journal.
 # - Recovery returns exactly the acknowledged history. A torn final record (a write that never finished, so
 #   was never acknowledged) is ignored and left on disk; new records go to a new segment so no byte of it
 #   changes. Any other damage is `CorruptState`, naming the file and byte offset, with every byte in place.
@@ -24,7 +26,7 @@ import json
 import re
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -468,24 +470,50 @@ class JournalStore:
         Once queued the entry is written even if the caller is cancelled, so cancellation is delivered
         after the write, not instead of it.
         """
-        self._check_writable()
-        seq = self._next_seq
-        line = encode_record("entry", seq, entry) + b"\n"
-        if len(line) > max_bytes:
-            raise ValueError(f"journal entry of {len(line)} bytes exceeds {max_bytes}")
-        self._next_seq = seq + 1
-        batch = self._open_batch
-        if batch is None:
-            batch = self._open_batch = _Batch()
-        batch.lines.append(line)
-        batch.last_seq = seq
+        return (await self.append_all((entry,), max_bytes=max_bytes))[-1]
+
+    async def append_all(
+        self, entries: Sequence[Mapping[str, object]], *, max_bytes: int = MAX_ENTRY_BYTES
+    ) -> list[int]:
+        """`append` for several entries at once, in order: they share one write and one fsync (with any
+        other appends queued meanwhile), so a caller that stepped a batch pays one durable append for it.
+        All or none are queued: an entry that cannot be encoded refuses the whole call before any is."""
+        if not entries:
+            raise ValueError("nothing to append")
+        batch, first = self._queue(entries, max_bytes)
         with trio.CancelScope(shield=True):
             async with self._write_lock:
                 if not batch.done:
                     await self._flush(batch)
+        last = first + len(entries) - 1
         if batch.error is not None:
-            raise StoreFailed(f"{self._dir}: entry seq {seq} was not made durable") from batch.error
-        return seq
+            lost = f"{self._dir}: entries seq {first}..{last} were not made durable"
+            raise StoreFailed(lost) from batch.error
+        return list(range(first, last + 1))
+
+    def enqueue(self, entries: Sequence[Mapping[str, object]]) -> None:
+        """Queue entries for the next write without waiting for it: they become durable with the next
+        `append` (whose fsync covers every byte before its own) or `aclose`, and a crash before that loses
+        them, never anything after them. Only for entries nothing waits on and whose loss a replay tolerates
+        (a desk's repeated observation of a terminal: a restart demands a fresh look anyway)."""
+        if entries:
+            self._queue(entries, MAX_ENTRY_BYTES)
+
+    def _queue(self, entries: Sequence[Mapping[str, object]], max_bytes: int) -> tuple[_Batch, int]:
+        """Encode `entries` into the open batch (all or none); the batch and the first entry's seq."""
+        self._check_writable()
+        first = self._next_seq
+        lines = [encode_record("entry", first + n, entry) + b"\n" for n, entry in enumerate(entries)]
+        for line in lines:
+            if len(line) > max_bytes:
+                raise ValueError(f"journal entry of {len(line)} bytes exceeds {max_bytes}")
+        self._next_seq += len(lines)
+        batch = self._open_batch
+        if batch is None:
+            batch = self._open_batch = _Batch()
+        batch.lines.extend(lines)
+        batch.last_seq = self._next_seq - 1
+        return batch, first
 
     async def _flush(self, batch: _Batch) -> None:
         """Write and fsync `batch` (caller holds the write lock); every entry that arrives meanwhile
@@ -604,12 +632,16 @@ class JournalStore:
             ops.fsync_dir(self._dir)
 
     async def aclose(self) -> None:
-        """Wait for an in-flight batch, then release the files and the lock. Idempotent."""
+        """Wait for an in-flight batch, write what `enqueue` queued, then release the files and the lock.
+        Idempotent."""
         if self._closed:
             return
         self._closed = True
         with trio.CancelScope(shield=True):
             async with self._write_lock:
+                batch = self._open_batch
+                if batch is not None and not batch.done:  # queued by `enqueue`, never waited on
+                    await self._flush(batch)
                 data_fd, lock_fd = self._fd, self._lock_fd
                 self._fd = self._lock_fd = None
                 close_both(self._ops, data_fd, lock_fd)

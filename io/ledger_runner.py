@@ -2,9 +2,10 @@
 # the desk runner is of the desk's. Split from the daemon so the persist-before-act pipeline reads on its own.
 #
 # Shape (persist before act, as in raft's Ready rule):
-# - Commands arrive over one bounded channel. The ledger task stamps the time, runs `step`, and for an
-#   accepted change queues the command's journal append at once, so commands that arrive during an fsync
-#   share it (group commit).
+# - Commands arrive over one bounded channel. The ledger task takes every command that arrived in one turn of
+#   the event loop (several clients' asks, the reports of one desk batch), stamps and steps each, and queues
+#   the accepted changes as one journal append per team, so they share one fsync, as do commands that arrive
+#   during an fsync (group commit).
 # - The finisher takes the stepped commands in order, waits until each is durable, then publishes the new
 #   state to readers and waiters, hands effects on (timers here, desk-bound ones to the effect sink), and
 #   only then answers. Readers see only durable state; nothing leaves before the command that caused it is
@@ -21,7 +22,7 @@ import os
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 import attrs
 import trio
@@ -356,17 +357,39 @@ class LedgerRunner:
 
     async def _ledger_task(self, tickets: trio.MemorySendChannel[Pending], nursery: trio.Nursery) -> None:
         async with tickets:
-            async for pending in self._receive:
-                await self._step(pending, nursery)
-                await tickets.send(pending)
+            async for first in self._receive:
+                # One turn of the event loop lets commands sent alongside `first` land (several clients' asks,
+                # the reports of one desk batch); they are stepped together and share one append per team.
+                await trio.lowlevel.checkpoint()
+                turn = [first, *self._arrived()]
+                writes: dict[str, tuple[JournalStore, list[Pending]]] = {}
+                for pending in turn:
+                    store = await self._step(pending)
+                    if store is not None:
+                        writes.setdefault(pending.command.team_id, (store, []))[1].append(pending)
+                for store, group in writes.values():
+                    await nursery.start(self._persist, store, group)
+                for pending in turn:
+                    await tickets.send(pending)
 
-    async def _step(self, pending: Pending, nursery: trio.Nursery) -> None:
+    def _arrived(self) -> list[Pending]:
+        """The commands already waiting in the queue, without waiting for more."""
+        arrived: list[Pending] = []
+        while len(arrived) < LEDGER_QUEUE:
+            try:
+                arrived.append(self._receive.receive_nowait())
+            except (trio.WouldBlock, trio.EndOfChannel):
+                break
+        return arrived
+
+    async def _step(self, pending: Pending) -> JournalStore | None:
+        """Step one command on the working ledger; the store its accepted change is to be appended to."""
         self._last_at = max(self._last_at, self.clock())
         command = pending.command = attrs.evolve(pending.command, at=self._last_at)
         team_id = command.team_id
         if team_id in self.unavailable:
             pending.outcome = reject(E.CORRUPT_STATE, self.unavailable[team_id])
-            return
+            return None
         outcome = pending.outcome = step(self.working, command, self.limits)
         check = self._violated is not None
         broken = team_step_violations(self.working, command, outcome, self.limits) if check else []
@@ -375,9 +398,9 @@ class LedgerRunner:
             why = self._violated(f"{type(command).__name__} on team {team_id!r}", broken[0])
             self._stop_team(team_id, why)
             pending.outcome = reject(E.CORRUPT_STATE, why)
-            return
+            return None
         if isinstance(outcome, Rejected) or not outcome.changed:
-            return
+            return None
         store = self.stores.get(team_id)
         if store is None:  # only a new team's create gets here
             try:
@@ -385,26 +408,30 @@ class LedgerRunner:
             except (StoreError, OSError) as error:
                 detail = f"cannot open the ledger of team {team_id!r}: {error}"
                 pending.outcome = reject(E.CORRUPT_STATE, detail)
-                return
+                return None
             self.stores[team_id] = store
         # Per team: the store open above may have let the finisher revert another team meanwhile.
         self.working = _with_team(self.working, team_id, outcome.state.teams[team_id])
         pending.persisted = trio.Event()
-        await nursery.start(self._persist, store, command_to_json(command), pending)
+        return store
 
     async def _persist(
-        self, store: JournalStore, entry: dict[str, Any], pending: Pending, task_status: trio.TaskStatus[None]
+        self, store: JournalStore, group: list[Pending], task_status: trio.TaskStatus[None]
     ) -> None:
-        # `started()` does not yield, and `append` takes its sequence number before its first checkpoint, so
-        # journal order is exactly the order in which the ledger task stepped the commands.
+        # `started()` does not yield, and `append_all` takes its sequence numbers before its first checkpoint,
+        # so journal order is exactly the order in which the ledger task stepped the commands.
         task_status.started()
         try:
-            pending.seq = await store.append(entry)
+            seqs = await store.append_all([command_to_json(pending.command) for pending in group])
+            for pending, seq in zip(group, seqs, strict=True):
+                pending.seq = seq
         except (StoreError, trio.ClosedResourceError, ValueError, TypeError) as error:
-            pending.failure = error
+            for pending in group:
+                pending.failure = error
         finally:
-            assert pending.persisted is not None
-            pending.persisted.set()
+            for pending in group:
+                assert pending.persisted is not None
+                pending.persisted.set()
 
     async def _finisher(self, tickets: trio.MemoryReceiveChannel[Pending], sink: EffectSink) -> None:
         async for pending in tickets:

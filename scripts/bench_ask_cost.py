@@ -1,45 +1,108 @@
-# The cost of one ask, counted rather than timed (issue 18): a daemon in this process, a team of two members
-# on this machine and no terminal attached (the notice waits `queued`, as for an agent that is not started).
-# For one `ask`, from the request until the owner's view holds the desk's report, and for one `reply`
-# through the same path, it counts what the disk and the event loop were made to do: fsync calls (files and
-# directories), ledger and desk journal appends, team revisions, and the snapshots pushed to one watcher.
-# Printed as figures and as ratios against the minimum the protocol needs (one durable append per ask).
+# The cost of one ask, counted rather than timed (issue 18): a daemon in this process and a team of two
+# members on this machine. It prints, with where each fsync came from (which store, file or directory, and
+# the journal entries it made durable):
+# - one `ask` and one `reply` with no terminal attached (the notice waits `queued`, as for an agent that is
+#   not started), from the request until the owner's view holds the desk's report;
+# - one `ask` end to end with a terminal attached (tests/fake_tui.py in a real tmux server on its own -L
+#   socket), from the request until the owner's view says the notice was `accepted`;
+# - durable asks/s with CLIENTS concurrent clients (each its own connection, all in one client process), and
+#   the event loop's CPU per ask, as ratios against one bare fsynced append of an ask's bytes measured
+#   in the same run on the same disk.
 from __future__ import annotations
 
 import collections
+import itertools
+import json
 import os
+import secrets
+import stat
+import subprocess
+import sys
 import tempfile
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import trio
 
+from harness.core.limits import DEFAULT_LIMITS
 from harness.io import home as homes
+from harness.io.agents import AgentRegistry
 from harness.io.client import Client
 from harness.io.daemon import Daemon
+from harness.io.desk_runner import RunnerTiming
+from harness.io.journal import encode_record
+from harness.io.tmux import TmuxTerminals, kill_server, new_session
 
 ROUNDS = 8  # pending_per_sender: one sender keeps at most 8 questions open
+CLIENTS = 8
+ASKS_PER_CLIENT = 200  # all clients ask in one team (its exchanges bound is lifted for the run)
+BARE_APPENDS = 200
+FAKE_TUI = Path(__file__).resolve().parent.parent / "tests" / "fake_tui.py"
+# Only the bounds that would refuse a burst of asks are lifted for the throughput run.
+BURST = attrs.evolve(
+    DEFAULT_LIMITS,
+    exchanges=CLIENTS * ASKS_PER_CLIENT,
+    pending_per_sender=ASKS_PER_CLIENT,
+    asks_per_minute=100_000,
+    queued_per_agent=CLIENTS * ASKS_PER_CLIENT,
+)
 
 
 class Counters:
-    """os.fsync calls and journal appends, by kind, while `counting` is on."""
+    """os.fsync calls while `counting` is on, by store, kind (file or directory) and the entries they made
+    durable (read back from the journal file: the types of the records appended since its last fsync)."""
 
-    def __init__(self) -> None:
+    def __init__(self, home: Path) -> None:
+        self.home = home
         self.counts: collections.Counter[str] = collections.Counter()
         self.counting = False
+        self.detailed = True  # off where reading the journals back would slow what is measured
         self._fsync = os.fsync
+        self._offsets: dict[str, int] = {}
 
     def install(self) -> None:
         def fsync(fd: int) -> None:
-            if self.counting:
-                self.counts["fsync"] += 1
             self._fsync(fd)
+            if self.counting:
+                self.counts[self._describe(fd) if self.detailed else "fsync"] += 1
 
         os.fsync = fsync
 
     def uninstall(self) -> None:
         os.fsync = self._fsync
+
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def _describe(self, fd: int) -> str:
+        path = Path(os.readlink(f"/proc/self/fd/{fd}"))
+        where = str(path.relative_to(self.home)) if path.is_relative_to(self.home) else str(path)
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            return f"{_store(where)}: directory"
+        if not path.name.startswith("journal-"):
+            return f"{_store(where)}: file"
+        with open(path, "rb") as journal:
+            journal.seek(self._offsets.get(str(path), 0))
+            lines = journal.read().splitlines()
+            self._offsets[str(path)] = journal.tell()
+        kinds = [str(json.loads(line)["entry"].get("type")) for line in lines if line.endswith(b"}")]
+        runs = [(kind, len(list(same))) for kind, same in itertools.groupby(kinds)]
+        return f"{_store(where)}: file [{' '.join(k if n == 1 else f'{k} x{n}' for k, n in runs)}]"
+
+
+def _store(where: str) -> str:
+    parts = where.split("/")
+    if parts[:2] == ["teams", "ledgers"]:
+        return "ledger journal"
+    if parts[:2] == ["teams", "delivery"]:
+        return "desk journal"
+    if parts[0] == "traces":
+        return "team trace"
+    return where
 
 
 def request(
@@ -50,73 +113,236 @@ def request(
         return client.request(action, team_id=team, owner_token=owner, member_key=key, fields=fields)
 
 
-async def settled(daemon: Daemon, team: str, question: str, *, answered: bool) -> None:
-    def done() -> bool:
-        found = daemon.durable.teams[team].exchanges.get(question)
-        if found is None:
-            return False
-        view = found.answer_delivery if answered else found.delivery
-        return view is not None
-
-    with trio.fail_after(30):
+async def until(done: Callable[[], bool], seconds: float = 60) -> None:
+    with trio.fail_after(seconds):
         while not done():
             await trio.sleep(0.005)
-    await trio.sleep(0.2)  # whatever else the step set off (a second report) lands in the count too
 
 
-async def measure(home: Path) -> dict[str, float]:
-    counters = Counters()
-    counters.install()
+def delivery(daemon: Daemon, team: str, question: str, *, answered: bool = False) -> str | None:
+    found = daemon.durable.teams[team].exchanges.get(question)
+    view = None if found is None else found.answer_delivery if answered else found.delivery
+    return None if view is None else view.state
+
+
+class Bench:
+    """One daemon of this process and the calls the measurements make to it."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
+        self.token = homes.read_owner_token(daemon.home)
+
+    async def call(self, action: str, team: str | None = None, key: str | None = None, **fields: Any) -> Any:
+        socket, token = self.daemon.socket_path, self.token
+        return await trio.to_thread.run_sync(lambda: request(socket, token, action, team, key, **fields))
+
+    async def team(self, team_id: str, names: tuple[str, ...] = ("alice", "bob")) -> list[str]:
+        """Create the team, each member on its own agent of this machine; the members' keys, in order."""
+        members = [{"machineId": self.daemon.machine_id, "agentId": f"agent-{n}", "name": n} for n in names]
+        await self.call("create", id=team_id, name=team_id, members=members)
+        return [(await self.call("key", team_id, memberId=name))["memberKey"] for name in names]
+
+
+async def no_terminal(home: Path, counters: Counters) -> dict[str, float]:
+    """fsyncs and team revisions per ask and per reply, no terminal attached."""
     daemon = Daemon(home, log=lambda line: None)
     per: dict[str, float] = {}
-    try:
-        async with trio.open_nursery() as nursery:
-            await nursery.start(daemon.run)
-            token = homes.read_owner_token(home)
-            socket = daemon.socket_path
-            call: Callable[..., Any] = lambda *a, **k: trio.to_thread.run_sync(  # noqa: E731
-                lambda: request(socket, token, *a, **k)
-            )
-            members = [
-                {"machineId": daemon.machine_id, "agentId": f"agent-{n}", "name": n} for n in ("alice", "bob")
-            ]
-            await call("create", id="bench", name="bench", members=members)
-            alice = (await call("key", "bench", memberId="alice"))["memberKey"]
-            bob = (await call("key", "bench", memberId="bob"))["memberKey"]
-            await trio.sleep(0.5)  # the introductions' reports settle before counting
-            revision0 = daemon.durable.teams["bench"].revision
-            counters.counting = True
-            for n in range(ROUNDS):
-                await call("ask", "bench", key=alice, id=f"q{n}", to="bob", text="Which port?")
-                await settled(daemon, "bench", f"q{n}", answered=False)
-            counters.counting = False
-            per["fsyncs per ask (request to report recorded)"] = counters.counts["fsync"] / ROUNDS
-            revision1 = daemon.durable.teams["bench"].revision
-            per["team revisions per ask"] = (revision1 - revision0) / ROUNDS
-            counters.counts.clear()
-            counters.counting = True
-            for n in range(ROUNDS):
-                await call("reply", "bench", key=bob, questionId=f"q{n}", text="8080")
-                await settled(daemon, "bench", f"q{n}", answered=True)
-            counters.counting = False
-            per["fsyncs per reply (request to continuation report)"] = counters.counts["fsync"] / ROUNDS
-            per["team revisions per reply"] = (daemon.durable.teams["bench"].revision - revision1) / ROUNDS
-            daemon.stop()
-    finally:
-        counters.uninstall()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(daemon.run)
+        bench = Bench(daemon)
+        alice, bob = await bench.team("bench")
+        await trio.sleep(0.5)  # the introductions' reports settle before counting
+        revision0 = daemon.durable.teams["bench"].revision
+        counters.counting = True
+        for n in range(ROUNDS):
+            await bench.call("ask", "bench", key=alice, id=f"q{n}", to="bob", text="Which port?")
+            await until(lambda: delivery(daemon, "bench", f"q{n}") is not None)  # noqa: B023
+            await trio.sleep(0.2)  # whatever else the step set off (a second report) lands in the count too
+        counters.counting = False
+        per["fsyncs per ask (request to report recorded)"] = counters.total() / ROUNDS
+        show("one ask, no terminal: fsyncs by where they came from", counters, ROUNDS)
+        revision1 = daemon.durable.teams["bench"].revision
+        per["team revisions per ask"] = (revision1 - revision0) / ROUNDS
+        counters.counts.clear()
+        counters.counting = True
+        for n in range(ROUNDS):
+            await bench.call("reply", "bench", key=bob, questionId=f"q{n}", text="8080")
+            await until(lambda: delivery(daemon, "bench", f"q{n}", answered=True) is not None)  # noqa: B023
+            await trio.sleep(0.2)
+        counters.counting = False
+        per["fsyncs per reply (request to continuation report)"] = counters.total() / ROUNDS
+        show("one reply, no terminal: fsyncs by where they came from", counters, ROUNDS)
+        per["team revisions per reply"] = (daemon.durable.teams["bench"].revision - revision1) / ROUNDS
+        counters.counts.clear()
+        daemon.stop()
     return per
 
 
+async def with_terminal(home: Path, counters: Counters) -> dict[str, float]:
+    """fsyncs of one ask end to end, until the owner's view says its notice was accepted by the agent."""
+    socket = f"harness-bench-{os.getpid()}-{secrets.token_hex(4)}"
+    control, log = home.parent / "control", home.parent / "tui.jsonl"
+    os.mkfifo(control)
+    tui = [sys.executable, str(FAKE_TUI), "--control", str(control), "--log", str(log)]
+    made: list[TmuxTerminals] = []
+
+    def terminals(registry: AgentRegistry) -> TmuxTerminals:
+        made.append(TmuxTerminals.from_registry(registry))
+        return made[-1]
+
+    per: dict[str, float] = {}
+    try:
+        pane = await new_session(socket, "bob", tui, width=100, height=30, config="/dev/null")
+        timing = RunnerTiming(poll_ms=50)
+        daemon = Daemon(home, log=lambda line: None, terminals=terminals, runner_timing=timing)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(daemon.run)
+            bench = Bench(daemon)
+            tmux = {"socket": socket, "target": pane}
+            await bench.call("agent_register", agentId="agent-bob", name="bob", engine="claude", tmux=tmux)
+            alice, _ = await bench.team("wired")
+            await until(lambda: introduction(daemon, "wired", "bob") == "accepted")
+            await trio.sleep(1.0)  # the engine's turn on the introduction ends before counting
+            for n in range(ROUNDS // 4):
+                counters.counts.clear()
+                counters.counting = True
+                await bench.call("ask", "wired", key=alice, id=f"w{n}", to="bob", text="Which port?")
+                await until(lambda: delivery(daemon, "wired", f"w{n}") == "accepted")  # noqa: B023
+                counters.counting = False
+                await trio.sleep(1.0)  # the turn on it ends; the next ask starts from an idle agent
+            per["fsyncs on one ask's path, ask -> notice accepted"] = counters.total()
+            show("the last ask with a terminal: fsyncs by where they came from", counters, 1)
+            daemon.stop()
+    finally:
+        for made_terminals in made:
+            await made_terminals.aclose()
+        await kill_server(socket)
+    return per
+
+
+def introduction(daemon: Daemon, team: str, name: str) -> str | None:
+    view = next(m.introduction for m in daemon.durable.teams[team].members.values() if m.name == name)
+    return None if view is None else view.state
+
+
+async def throughput(home: Path, counters: Counters) -> dict[str, float]:
+    """Durable asks/s with CLIENTS clients in a process of their own, and the event loop's CPU per ask."""
+    daemon = Daemon(home, limits=BURST, log=lambda line: None)
+    per: dict[str, float] = {}
+    async with trio.open_nursery() as nursery:
+        await nursery.start(daemon.run)
+        bench = Bench(daemon)
+        askers = tuple(f"asker{n}" for n in range(CLIENTS))
+        keys = await bench.team("burst", (*askers, "bob"))
+        argv = [sys.executable, str(Path(__file__).resolve()), "--clients", str(daemon.socket_path)]
+        child = await trio.lowlevel.open_process(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert child.stdin is not None and child.stdout is not None
+        await child.stdin.send_all(json.dumps(keys[:-1]).encode() + b"\n")  # never on a command line
+        lines = LineReader(child.stdout)
+        assert await lines.next() == "ready"
+        counters.detailed, counters.counting = False, True
+        cpu, started = time.thread_time(), time.perf_counter()
+        await child.stdin.send_all(b"go\n")
+        asked = int(await lines.next())
+        elapsed, cpu = time.perf_counter() - started, time.thread_time() - cpu
+        counters.counting = False
+        await child.wait()
+        durable = len(daemon.durable.teams["burst"].exchanges)
+        assert durable == asked == CLIENTS * ASKS_PER_CLIENT, (durable, asked)
+        per[f"durable asks/s, {CLIENTS} clients"] = asked / elapsed
+        per["event-loop CPU per ask (ms)"] = cpu / asked * 1000
+        per[f"fsyncs per ask, {CLIENTS} clients (no terminal)"] = counters.total() / asked
+        daemon.stop()
+    return per
+
+
+class LineReader:
+    def __init__(self, stream: trio.abc.ReceiveStream) -> None:
+        self.stream, self.buffer = stream, b""
+
+    async def next(self) -> str:
+        while b"\n" not in self.buffer:
+            chunk = await self.stream.receive_some()
+            if not chunk:
+                raise EOFError("the client process ended")
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line.decode()
+
+
+def clients(socket: Path) -> None:
+    """The client process of `throughput`: one connection and thread per asker, asking as fast as answered.
+    The askers' keys come on stdin, then `go`."""
+    keys = [str(key) for key in json.loads(sys.stdin.readline())]
+    connections = [Client(socket) for _ in keys]
+    for connection in connections:
+        connection.connect()
+    print("ready", flush=True)
+    sys.stdin.readline()
+
+    def ask(connection: Client, asker: int, key: str) -> None:
+        for n in range(ASKS_PER_CLIENT):
+            fields = {"id": f"b{asker}-{n}", "to": "bob", "text": "Which port?"}
+            connection.request("ask", team_id="burst", member_key=key, fields=fields)
+
+    threads = [
+        threading.Thread(target=ask, args=(connection, asker, key))
+        for asker, (connection, key) in enumerate(zip(connections, keys, strict=True))
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    print(len(keys) * ASKS_PER_CLIENT, flush=True)
+
+
+def bare_appends_per_second(directory: Path) -> float:
+    """The baseline: one write + fsync of an ask's journal record, one after another, on the same disk."""
+    ask = {"type": "ask", "id": "q0", "to": "bob", "text": "Which port?"}
+    record = encode_record("entry", 1, ask) + b"\n"
+    fd = os.open(directory / "bare.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        started = time.perf_counter()
+        for _ in range(BARE_APPENDS):
+            os.write(fd, record)
+            os.fsync(fd)
+        return BARE_APPENDS / (time.perf_counter() - started)
+    finally:
+        os.close(fd)
+
+
+def show(title: str, counters: Counters, rounds: int) -> None:
+    print(f"  {title} (per round):")
+    for what, count in sorted(counters.counts.items()):
+        print(f"    {count / rounds:5.2f}  {what}")
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--clients"]:
+        clients(Path(sys.argv[2]))
+        return
+    figures: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        home = Path(tmp) / "home"
-        figures = trio.run(measure, home)
-    print(f"cost of one ask, {ROUNDS} rounds, no terminal attached (counts, not times):")
+        root = Path(tmp)
+        print(f"cost of one ask ({ROUNDS} rounds without a terminal; counts, not times):")
+        for name, run in (("idle", no_terminal), ("wired", with_terminal), ("burst", throughput)):
+            home = root / name / "home"
+            home.parent.mkdir()
+            counters = Counters(home)
+            counters.install()
+            try:
+                figures.update(trio.run(run, home, counters))
+            finally:
+                counters.uninstall()
+        bare = bare_appends_per_second(root)
     for name, value in figures.items():
-        print(f"  {name:55s} {value:6.2f}")
+        print(f"  {name:55s} {value:8.2f}")
+    print(f"  {'bare fsynced appends/s of an ask record (baseline)':55s} {bare:8.2f}")
+    asks = figures[f"durable asks/s, {CLIENTS} clients"]
+    print(f"  ratio: durable asks/s / bare fsynced appends/s             {asks / bare:8.2f}")
     print(
         "  ratio: fsyncs per ask / the one durable append an ask needs  "
-        f"{figures['fsyncs per ask (request to report recorded)'] / 1:6.2f}"
+        f"{figures['fsyncs per ask (request to report recorded)'] / 1:8.2f}"
     )
 
 
