@@ -1,5 +1,5 @@
-# `harness session`: run a coordination session (spec/session-v1.md) of engines in tmux, in the foreground,
-# as a client of the running daemon (io/session_runner.py), and read or stop one from another shell. Each
+# `harness session`: run a coordination session (spec/session-v1.md) of engines in tmux, hosted by the
+# running daemon (io/session_keeper.py) and followed here, and read or stop one from another shell. Each
 # NAME=ENGINE is an agent this machine has registered under that name (`harness agent start|attach`), or one
 # this command starts with `harness agent start` when its engine is an installed one (claude, codex, gemini,
 # grok); a scripted or shell agent runs a program only its owner can name, so it is started beforehand.
@@ -12,9 +12,8 @@ import secrets
 import subprocess
 import sys
 import time
-from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -26,10 +25,13 @@ from harness.core.errors import Rejected
 from harness.core.limits import DEFAULT_LIMITS
 from harness.core.records import ID_PATTERN
 from harness.io import home as homes
-from harness.io import session_runner as runner
+
+if TYPE_CHECKING:  # loaded by the commands that use it: it brings trio, which no other command needs here
+    from harness.io import session_runner as runner
 
 session_app = typer.Typer(
-    help="Coordination sessions: run, status, stop; a member's tools: announce, rollcall, rfc, acknowledge.",
+    help="Coordination sessions: run, status, stop; a member's tools: announce, rollcall, rfc, acknowledge, "
+    "recess.",
     no_args_is_help=True,
 )
 
@@ -60,6 +62,7 @@ CallIdOpt = Annotated[
 WaitOpt = Annotated[float, typer.Option("--wait", help="Seconds to wait for the session's answer.")]
 CALL_WAIT_SECONDS = 60.0
 CALL_POLL_SECONDS = 0.1
+FOLLOW_SECONDS = 0.25  # how often `session run` looks at the status of the session the daemon hosts
 
 
 def _opts(json_out: bool, home: str | None, socket: str | None) -> Options:
@@ -67,6 +70,7 @@ def _opts(json_out: bool, home: str | None, socket: str | None) -> Options:
 
 
 def _seat_spec(opts: Options, option: str, value: str) -> tuple[str, str]:
+    from harness.io import session_runner as runner
     from harness.io.profiles import ENGINES
 
     name, _, engine = value.partition("=")
@@ -96,8 +100,9 @@ def _brief(opts: Options, path: Path) -> str:
     return text.strip()
 
 
-def _seat(opts: Options, call: Any, name: str, engine: str) -> tuple[runner.Seat, dict[str, Any]]:
+def _seat(opts: Options, call: Any, name: str, engine: str) -> runner.Seat:
     """The registered agent of this name, or one `harness agent start` starts for an installed engine."""
+    from harness.io import session_runner as runner
     from harness.io.client import RemoteError
 
     try:
@@ -108,7 +113,7 @@ def _seat(opts: Options, call: Any, name: str, engine: str) -> tuple[runner.Seat
         entry = _start_agent(opts, name, engine)
     if entry.get("engine") != engine:
         usage(opts, f"agent {name!r} is registered with engine {entry.get('engine')!r}, not {engine!r}")
-    return runner.Seat(name, str(entry["agentId"])), entry
+    return runner.Seat(name, str(entry["agentId"]))
 
 
 def _start_agent(opts: Options, name: str, engine: str) -> dict[str, Any]:
@@ -150,15 +155,20 @@ def run_session(
         float,
         typer.Option("--violation-after", help="Seconds after the reminder until a protocol violation."),
     ] = s.DEFAULT_SESSION_LIMITS.violation_after_ms / 1000,
+    lead_turns: Annotated[
+        int,
+        typer.Option("--lead-turns", help="The lead's turns before the session stops (lead_turn_limit)."),
+    ] = s.DEFAULT_SESSION_LIMITS.lead_turns,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
     daemon_socket: SocketOpt = None,
 ) -> None:
-    """Start (or attach) the engines, form a team, introduce each with its role's tools, give the lead the
-    brief, and run the session here until it ends; exit 0 when it concluded, 1 when it stopped."""
-    import trio
-
+    """Start (or attach) the engines and hand the session to the daemon, which forms a team, introduces each
+    with its role's tools, gives the lead the brief and runs it (across its own restarts); follow it here
+    until it ends: exit 0 when it concluded, 1 when it stopped. Interrupted, the session runs on."""
+    from harness.io import session_runner as runner
     from harness.io.client import Client, ClientError, locate_socket
+    from harness.io.session_keeper import write_plan
 
     opts = _opts(json_out, home, daemon_socket)
     if mode not in tuple(s.Mode):
@@ -170,6 +180,8 @@ def run_session(
     for seconds, option in ((reminder_after, "--reminder-after"), (violation_after, "--violation-after")):
         if not 0 < seconds <= 24 * 3600:
             usage(opts, f"{option} is more than 0 and at most a day of seconds")
+    if not 0 < lead_turns <= s.DEFAULT_SESSION_LIMITS.lead_turns:
+        usage(opts, f"--lead-turns is from 1 to {s.DEFAULT_SESSION_LIMITS.lead_turns}")
     names = [name for name, _ in specs]
     # The session's own checks (participants per mode, bounds) before any engine is started for it.
     formed = s.step(None, s.Start(0, sid, s.Mode(mode), names[0], tuple(names[1:])))
@@ -177,6 +189,8 @@ def run_session(
         usage(opts, formed.detail)
     text = _brief(opts, brief)
     home_dir = homes.resolve_home(opts.home)
+    if runner.session_dir(home_dir, sid).exists():
+        fail(opts, output.PROTOCOL_ERROR, "conflict", f"session {sid!r} exists already; give another --id")
     token = homes.read_owner_token(home_dir)
     try:
         socket_path, _ = locate_socket(home_dir, opts.socket)
@@ -187,54 +201,37 @@ def run_session(
                 team = None if action in ("create", "agent_show") else sid
                 return client.request(action, team_id=team, owner_token=token, fields=fields)
 
-            seats, entries = zip(*(_seat(opts, call, name, engine) for name, engine in specs), strict=True)
-            panes = {seat.name: entry["tmux"] for seat, entry in zip(seats, entries, strict=True)}
+            seats = [_seat(opts, call, name, engine) for name, engine in specs]
             limits = s.SessionLimits(
                 reminder_after_ms=round(reminder_after * 1000),
                 violation_after_ms=round(violation_after * 1000),
+                lead_turns=lead_turns,
             )
             plan = runner.SessionPlan(
                 sid, s.Mode(mode), seats[0], tuple(seats[1:]), text, str(capabilities["machineId"]), limits
             )
-            ended = trio.run(_run, plan, home_dir, call, panes)
+            write_plan(home_dir, plan)  # the daemon hosts it from here on, across its own restarts
     except ClientError as error:
         fail(opts, output.UNREACHABLE, "unavailable", error.detail)
-    except runner.SessionError as error:
-        fail(opts, output.PROTOCOL_ERROR, "bad_request", str(error))
-    view = runner.read_status(home_dir, sid) or {}
+    view = _follow(opts, home_dir, sid)
     show(opts, view, _show_status)
-    raise SystemExit(output.OK if ended.termination is s.Termination.CONCLUDED else output.PROTOCOL_ERROR)
+    raise SystemExit(output.OK if view["termination"] == "concluded" else output.PROTOCOL_ERROR)
 
 
-async def _run(
-    plan: runner.SessionPlan, home: Path, call: Any, panes: dict[str, dict[str, str]]
-) -> s.Session:
-    import trio
+def _follow(opts: Options, home: Path, session_id: str) -> dict[str, Any]:
+    """Wait for the daemon to end the session and answer the calls left before the end; its last status. A
+    daemon that is down meanwhile (a crash, a restart) resumes the session when it starts again."""
+    from harness.io import session_runner as runner
+    from harness.io.session_keeper import FAILED_FILE
 
-    from harness.io.profiles import is_plain_shell
-    from harness.io.redaction_env import from_environment
-    from harness.io.tmux import pane_foreground
-    from harness.io.trace import TraceLocked, TraceWriter, session_trace_dir
-
-    async def owner_call(action: str, fields: dict[str, Any]) -> Any:
-        return await trio.to_thread.run_sync(partial(call, action, fields))
-
-    async def alive(name: str) -> bool:
-        """An engine that exited leaves a dead pane, no pane, or (in an attached pane) its shell."""
-        command = await pane_foreground(panes[name]["socket"], panes[name]["target"])
-        return command is not None and not is_plain_shell(command)
-
-    redactor = from_environment(home)
-    try:
-        writer = await TraceWriter.open(session_trace_dir(home, plan.session_id), redactor)
-    except TraceLocked as error:
-        raise runner.SessionError(f"session {plan.session_id} is running already ({error})") from None
-    try:
-        return await runner.SessionRunner(
-            plan, home, owner_call, writer, alive=alive, redactor=redactor
-        ).run()
-    finally:
-        await writer.aclose()
+    while True:
+        failed = _result(runner.session_dir(home, session_id) / FAILED_FILE)
+        if failed is not None:
+            fail(opts, output.PROTOCOL_ERROR, str(failed.get("error")), str(failed.get("detail")))
+        view = runner.read_status(home, session_id)
+        if view is not None and view.get("state") == "ended" and view.get("callsClosed"):
+            return view
+        time.sleep(FOLLOW_SECONDS)
 
 
 def _show_status(view: dict[str, Any], look: output.Look) -> None:
@@ -264,6 +261,8 @@ def status(
 ) -> None:
     """A session's state, asks, reminders and violations as its runner last wrote them; without an id, every
     session of the data directory."""
+    from harness.io import session_runner as runner
+
     opts = _opts(json_out, home, None)
     home_dir = homes.resolve_home(opts.home)
     if session_id is None:
@@ -275,6 +274,8 @@ def status(
 
 
 def _status(opts: Options, home: Path, session_id: str) -> dict[str, Any]:
+    from harness.io import session_runner as runner
+
     if not ID_PATTERN.fullmatch(session_id):
         usage(opts, f"not a session id: {session_id!r}")
     view = runner.read_status(home, session_id)
@@ -294,6 +295,8 @@ def _alive(view: dict[str, Any]) -> dict[str, Any]:
 def stop(session_id: SessionArg, json_out: JsonOpt = False, home: HomeOpt = None) -> None:
     """Stop a running session (abort): its runner cancels every ask in flight with the reason and ends it
     `stopped`."""
+    from harness.io import session_runner as runner
+
     opts = _opts(json_out, home, None)
     home_dir = homes.resolve_home(opts.home)
     view = _alive(_status(opts, home_dir, session_id))
@@ -311,6 +314,8 @@ def _call_tool(
 ) -> dict[str, Any]:
     """Leave one call file for the session's runner and wait for its result file; the result, or a one-line
     error with the session's code."""
+    from harness.io import session_runner as runner
+
     require_text(opts, {"SESSION_ID": session_id, "TEXT": text, "--id": call_id})
     key = member_key(opts)
     if key is None:
@@ -400,6 +405,11 @@ _text_tool(
     "rfc",
     "RequestForComment: record an intent to open a new discussion thread later (kept apart from the "
     "thread's replies).",
+)
+_text_tool(
+    "recess",
+    "Recess (a discuss session's lead): pause the discussion; it ends the session `concluded` with TEXT as "
+    "its summary and cancels every ask still in flight, telling each asker why.",
 )
 _text_tool(
     "acknowledge",

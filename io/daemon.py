@@ -48,6 +48,7 @@ from harness.io.local_socket import same_user
 from harness.io.redaction_env import from_environment
 from harness.io.remote import RemoteNode, TeamAnswer, attach_remote
 from harness.io.rpc import HARD_FRAME_BYTES, PROTOCOL, PROTOCOL_REVISION, Request
+from harness.io.session_keeper import SessionKeeper
 from harness.io.team_access import Handler, TeamAccess
 from harness.io.team_actions import TeamActions
 from harness.io.team_delivery import DeliveryReport
@@ -110,6 +111,7 @@ class Daemon:
         self.agents = AgentRegistry(home / REGISTRY_FILE)  # loaded in `run`
         self.desk: DeskRunner | None = None  # this machine's delivery desk, opened in `run`
         self.channels: ChannelKeeper | None = None  # tab channels (spec/channels-v1.md), built in `run`
+        self.sessions: SessionKeeper | None = None  # hosted sessions (spec/session-v1.md), built in `run`
         self._log = log or (lambda line: print(f"harness daemon: {line}", file=sys.stderr, flush=True))
         self.rpc = Listener(
             "rpc", listener_limits or ListenerLimits(), self._log, peer_ok=lambda s: same_user(s.socket)
@@ -248,11 +250,13 @@ class Daemon:
             limits=self.limits,
             log=self._log,
         )
+        # Coordination sessions run here, through the same actions as the owner, and resume after a restart.
+        self.sessions = SessionKeeper(self.home, self._handlers, log=self._log, screen=desk.screen)
         return router
 
     async def _serve(self, router: DeliveryRouter, task_status: trio.TaskStatus[Daemon]) -> None:
         assert self.desk is not None and self.node is not None and self._front is not None
-        assert self.channels is not None
+        assert self.channels is not None and self.sessions is not None
         async with trio.open_nursery() as core:
             core.start_soon(self._run_ledger, router)
             await core.start(self.desk.run)
@@ -270,6 +274,7 @@ class Daemon:
                     homes.write_private_json(self.home / homes.DAEMON_FILE, self.info())
                     front.start_soon(self.ledger.run_timers)
                     front.start_soon(self.channels.run)  # stops with intake, like the timers
+                    front.start_soon(self.sessions.run)  # a session cut off here resumes at the next start
                     self._log(f"listening on {self.socket_path} (pid {os.getpid()})")
                     task_status.started(self)
             # Intake is closed: the ledger drains its queue, then the delivery worker its own. Peers' requests

@@ -486,6 +486,11 @@ class DeskRunner:
             if session.queue and session.writing is None
         )
 
+    async def screen(self, agent_id: str) -> Screen:
+        """What the agent's terminal shows now, as its engine's profile reads it: a session the daemon hosts
+        counts its lead's turns from it (io/session_keeper.py)."""
+        return await self._screen(agent_id)
+
     async def _screen(self, agent_id: str) -> Screen:
         terminals = self._terminals
         if terminals is None or agent_id not in terminals.agents():

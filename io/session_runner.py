@@ -1,6 +1,8 @@
-# A coordination session run beside the daemon, as its client (issue 21, spec/session-v1.md): the session's
-# tools are team operations its engines already run (`team ask`, `team reply`, `team wait`), so the team
-# ledger stays the transport and the authority, and this runner only watches it. It forms a team of the lead,
+# A coordination session as the daemon hosts it (issue 21, spec/session-v1.md; io/session_keeper.py runs it
+# with the daemon's own actions): the session's tools are team operations its engines already run (`team
+# ask`, `team reply`, `team wait`), so the team ledger stays the transport and the authority, and this runner
+# only watches it. Each command the reducer accepts is journaled before its effects, so a daemon restarted
+# after a crash resumes the session without repeating a reminder or a release. It forms a team of the lead,
 # the participants and one orchestrator member of its own (`session`, no terminal: its notices are the
 # session's introductions, the brief and the reminders, each a question the desk delivers like any other),
 # feeds what the ledger shows into core/session.py's reducer, and applies the reducer's effects with the
@@ -40,6 +42,9 @@ from harness.io.trace import LEDGER, ORCHESTRATOR, TraceWriter, wall_clock_ms
 
 SESSIONS_DIR: Final = "sessions"
 STATUS_FILE: Final = "status.json"
+PLAN_FILE: Final = "plan.json"  # what `harness session run` hands the daemon: the session to host
+JOURNAL_FILE: Final = "journal.ndjson"  # the reducer's accepted commands, each durable before its effects
+STATE_FILE: Final = "runner.json"  # the runner's own bookkeeping, current as of its last settle
 STOP_FILE: Final = "stop"
 CALLS_DIR: Final = "calls"  # the session tools' call and result files
 CALL_SUFFIX: Final = ".call.json"
@@ -56,8 +61,8 @@ ENDED_BY: Final[Mapping[str, str]] = {"conclude": "concluded", "adjourn": "adjou
 STOPPED: Final = "stopped"
 
 # How each tool is used from a terminal: the team commands an introduction taught, or `harness session` (its
-# `{session}` is that command, `{where}` the member's data directory and key file). A tool of the role that
-# is missing here has no command yet and is not offered (spec/session-v1.md, "Left open").
+# `{session}` is that command, `{where}` the member's data directory and key file). Every tool has one
+# (spec/session-v1.md, table `tool-commands`), so an introduction teaches each tool of the member's role.
 TOOL_USAGE: Final[Mapping[s.Tool, str]] = {
     s.Tool.ASK: 'Ask: `ask NAME "QUESTION" --id ID` returns at once; `wait ID` waits for its answer',
     s.Tool.ANSWER: 'Answer: `reply ID "ANSWER"`, always naming the question id you answer',
@@ -70,6 +75,8 @@ TOOL_USAGE: Final[Mapping[s.Tool, str]] = {
     s.Tool.ACKNOWLEDGE: "Acknowledge: `{session} acknowledge {sid} 'MESSAGE' {where}` posts a brief message "
     "to the discussion thread",
     s.Tool.CONCLUDE: "Conclude: reply to question {brief} with your summary; it ends the session",
+    s.Tool.RECESS: "Recess: `{session} recess {sid} 'SUMMARY' {where}` pauses the discussion: it ends the "
+    "session (concluded) and cancels every ask still in flight, telling each asker why",
     s.Tool.ADJOURN: "Adjourn: reply to question {brief} with your summary; it ends the session",
 }
 
@@ -80,6 +87,7 @@ CALL_TOOLS: Final[Mapping[str, tuple[s.Tool, bool]]] = {
     "rollcall": (s.Tool.ROLL_CALL, False),
     "rfc": (s.Tool.REQUEST_FOR_COMMENT, True),
     "acknowledge": (s.Tool.ACKNOWLEDGE, True),
+    "recess": (s.Tool.RECESS, True),
 }
 # RollCall's observation of a member's terminal, from what the desk last saw of it (`agent_show`): a screen
 # still settling is idle, a composer holding a cut-off notice a draft; nothing seen, or no engine, offline.
@@ -93,6 +101,11 @@ OBSERVATIONS: Final[Mapping[str | None, str]] = {
     "offline": "offline",
     None: "offline",
 }
+
+
+# The screens of a lead between turns: its next busy screen is a new turn. A dialog or a draft is neither (a
+# permission prompt inside a turn, a person typing), so they leave the count as it is.
+RESTING: Final = frozenset({"idle", "settling"})
 
 
 class SessionError(Exception):
@@ -139,6 +152,97 @@ class _Seen:
     ended: bool = False
 
 
+@attrs.frozen
+class _Saved:
+    """The runner's bookkeeping as of its last settle: what a resumed runner must not do again."""
+
+    applied: int  # the journal's commands whose effects were all applied
+    seen: Mapping[str, tuple[bool, bool]]  # exchange id -> (answer seen, end seen)
+    notices: tuple[str, ...]
+    reminder_of: Mapping[str, str]
+    end_reasons: Mapping[str, str]
+    calls_closed: bool
+
+    def view(self) -> dict[str, Any]:
+        return {
+            "applied": self.applied,
+            "seen": {q: list(flags) for q, flags in self.seen.items()},
+            "notices": list(self.notices),
+            "reminderOf": dict(self.reminder_of),
+            "endReasons": dict(self.end_reasons),
+            "callsClosed": self.calls_closed,
+        }
+
+
+def _read_state(directory: Path) -> _Saved | None:
+    try:
+        data = json.loads((directory / STATE_FILE).read_text(encoding="utf-8"))
+        return _Saved(
+            int(data["applied"]),
+            {str(q): (bool(a), bool(e)) for q, (a, e) in data["seen"].items()},
+            tuple(str(q) for q in data["notices"]),
+            {str(q): str(r) for q, r in data["reminderOf"].items()},
+            {str(q): str(r) for q, r in data["endReasons"].items()},
+            bool(data["callsClosed"]),
+        )
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise SessionError(f"{directory / STATE_FILE} is damaged: {error!r}") from None
+
+
+# --- the journal: one JSON line per accepted command -------------------------------------------------------
+
+_COMMANDS: Final[Mapping[str, type[s.SessionCommand]]] = {
+    name: kind for kind, name in s.COMMAND_NAMES.items()
+}
+
+
+def encode_command(command: s.SessionCommand) -> dict[str, Any]:
+    return {"command": s.COMMAND_NAMES[type(command)], **attrs.asdict(command)}
+
+
+def decode_command(data: dict[str, Any]) -> s.SessionCommand:
+    fields: dict[str, Any] = {key: tuple(v) if isinstance(v, list) else v for key, v in data.items()}
+    kind = _COMMANDS[fields.pop("command")]
+    if kind is s.Start:
+        fields["mode"] = s.Mode(fields["mode"])
+    return kind(**fields)
+
+
+def _append_journal(directory: Path, record: dict[str, Any]) -> None:
+    line = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    fd = os.open(directory / JOURNAL_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _reset_journal(directory: Path) -> None:
+    (directory / JOURNAL_FILE).unlink(missing_ok=True)
+    (directory / STATE_FILE).unlink(missing_ok=True)
+
+
+def _read_journal(directory: Path) -> list[s.SessionCommand]:
+    """The journaled commands, in order. A last line cut off by a crash was never acted on: it is dropped."""
+    try:
+        raw = (directory / JOURNAL_FILE).read_bytes()
+    except FileNotFoundError:
+        return []
+    lines = raw.split(b"\n")
+    commands = []
+    for n, line in enumerate(lines):
+        try:
+            commands.append(decode_command(json.loads(line)))
+        except (ValueError, KeyError, TypeError) as error:
+            if n >= len(lines) - 1:  # the torn tail of the last append (or the empty rest after it)
+                break
+            raise SessionError(f"{directory / JOURNAL_FILE} line {n + 1} is damaged: {error!r}") from None
+    return commands
+
+
 class SessionRunner:
     """Runs one session to its end: `start`, then `round` until it ends, then `finish` (or `run` for all).
     All calls in one trio run; `call` talks to the daemon as the owner."""
@@ -154,6 +258,7 @@ class SessionRunner:
         redactor: Redactor,
         clock: Callable[[], int] = wall_clock_ms,
         poll_seconds: float = 0.25,
+        look: Callable[[str], Awaitable[str]] | None = None,
     ) -> None:
         self.plan = plan
         self.home = home
@@ -162,6 +267,12 @@ class SessionRunner:
         self._clock = clock
         self._poll = poll_seconds
         self._alive = alive  # member name -> whether its engine still runs in its pane
+        # member name -> what its terminal shows now (idle, busy, ...): the lead's turns are counted from it.
+        # Only the daemon that hosts the session can look (its desk's terminals); a runner without it counts
+        # no turn.
+        self._look = look
+        self._lead_seen: str | None = None  # the lead's screen at the last look
+        self._lead_rested = True  # seen not busy since the last turn it was counted for
         self._redactor = redactor  # the status is the session's output too: a conclusion may quote a secret
         self._next_look = 0
         self.session: s.Session | None = None
@@ -170,6 +281,7 @@ class SessionRunner:
         self._reminder_of: dict[str, str] = {}  # session question id -> its reminder's question id
         self._end_reasons: dict[str, str] = {}  # question id -> why this runner ended it
         self._calls_closed = False  # set once no call file will be answered any more
+        self._journaled = 0  # commands in the journal; each one's effects are applied by the next settle
 
     @property
     def directory(self) -> Path:
@@ -184,11 +296,8 @@ class SessionRunner:
                 session = await self.round()
             await self.finish()
         except ClientError as error:  # the daemon went away: nothing more can be applied to the ledger
-            outcome = s.step(
-                self._current(), s.Abort(self._clock(), f"daemon: {error.detail}"), self.plan.limits
-            )
+            outcome = await self._accept(s.Abort(self._clock(), f"daemon: {error.detail}"))
             if isinstance(outcome, Accepted):  # refused only when the session had ended already
-                self.session = outcome.state
                 for effect in outcome.effects:
                     if isinstance(effect, s.TraceEvent):
                         self._trace.emit(ORCHESTRATOR, trace_event(effect))
@@ -202,6 +311,7 @@ class SessionRunner:
         await self._tool_calls()
         if (self.directory / STOP_FILE).exists():
             await self._step(s.Abort(self._clock(), "stopped by `harness session stop`"))
+        await self._lead_turn()
         if self._clock() >= self._next_look:
             self._next_look = self._clock() + LOOK_EVERY_MS
             for seat in self.plan.seats():
@@ -213,6 +323,18 @@ class SessionRunner:
             await self._step(s.Tick(now))
         await self._settle()
         return self._current()
+
+    async def _lead_turn(self) -> None:
+        """A lead seen busy after it was seen at rest took a turn: the reducer counts it, and stops the
+        session past its `lead_turns` (tracing `lead_turn_limit`). A busy screen is one turn however long."""
+        if self._look is None or self._current().state is not s.SessionState.RUNNING:
+            return
+        seen = self._lead_seen = await self._look(self.plan.lead.name)
+        if seen == "busy" and self._lead_rested:
+            self._lead_rested = False
+            await self._step(s.TurnStarted(self._clock(), self.plan.lead.name))
+        elif seen in RESTING:
+            self._lead_rested = True
 
     async def finish(self) -> None:
         """After the end: withdraw the session's own notices still open, and trace how its questions ended."""
@@ -244,10 +366,10 @@ class SessionRunner:
             plan.lead.name,
             tuple(p.name for p in plan.participants),
         )
-        outcome = s.step(None, start, plan.limits)
+        await trio.to_thread.run_sync(_reset_journal, self.directory)
+        outcome = await self._accept(start)
         if not isinstance(outcome, Accepted):
             raise SessionError(f"{outcome.code}: {outcome.detail}")
-        self.session = outcome.state
         members = [
             {
                 "id": seat.name,
@@ -352,12 +474,51 @@ class SessionRunner:
 
     # --- the reducer and its effects ------------------------------------------------------------------------
 
+    async def _accept(self, command: s.SessionCommand) -> s.SessionOutcome:
+        """Step the reducer; a command that changes the session is journaled, durably, before any of its
+        effects is applied (persist before act), so a daemon restarted after a crash resumes from it."""
+        outcome = s.step(self.session, command, self.plan.limits)
+        if isinstance(outcome, Accepted) and (outcome.state is not self.session or outcome.effects):
+            await trio.to_thread.run_sync(_append_journal, self.directory, encode_command(command))
+            self._journaled += 1
+            self.session = outcome.state
+        return outcome
+
+    async def resume(self) -> s.Session:
+        """Take the session up where a crashed daemon left it: replay its journal through the reducer, take
+        the bookkeeping of the last settle, and apply again only the effects of the commands journaled
+        after it (each ledger effect is idempotent by its id, so one already applied changes nothing). A
+        session that never settled its start is formed again, with the same ids."""
+        saved = await trio.to_thread.run_sync(_read_state, self.directory)
+        commands = await trio.to_thread.run_sync(_read_journal, self.directory)
+        if saved is None or not commands:
+            return await self.start()
+        pending: list[object] = []
+        for n, command in enumerate(commands):
+            outcome = s.step(self.session, command, self.plan.limits)
+            if not isinstance(outcome, Accepted):
+                why = f"{outcome.code}: {outcome.detail}"
+                raise SessionError(f"the journal of session {self.plan.session_id} does not replay: {why}")
+            self.session = outcome.state
+            if n >= saved.applied:
+                pending += outcome.effects
+        self._journaled = len(commands)
+        self._seen = {q: _Seen(answered, ended) for q, (answered, ended) in saved.seen.items()}
+        self._notices, self._reminder_of = list(saved.notices), dict(saved.reminder_of)
+        self._end_reasons, self._calls_closed = dict(saved.end_reasons), saved.calls_closed
+        self._trace.emit(
+            ORCHESTRATOR,
+            {"type": "session_resumed", "session": self.plan.session_id, "replayed": len(commands)},
+        )
+        await self._apply(tuple(pending))
+        await self._settle()
+        return self._current()
+
     async def _step(self, command: s.SessionCommand) -> bool:
         """Apply one command; a refused tool call is traced and its ledger question cancelled. Whether it was
         accepted."""
-        outcome = s.step(self.session, command, self.plan.limits)
+        outcome = await self._accept(command)
         if isinstance(outcome, Accepted):
-            self.session = outcome.state
             await self._apply(outcome.effects)
             return True
         if isinstance(command, s.Ask):
@@ -438,12 +599,13 @@ class SessionRunner:
             command = s.RequestForComment(at, actor, call_id, text)
         elif tool is s.Tool.ACKNOWLEDGE:
             command = s.Acknowledge(at, actor, call_id, text)
+        elif tool is s.Tool.RECESS:
+            command = s.Recess(at, actor, text)
         else:
             command = s.RollCall(at, actor)
-        outcome = s.step(self.session, command, self.plan.limits)
+        outcome = await self._accept(command)
         if isinstance(outcome, Rejected):
             return self._refused(call_id, tool, actor, outcome)
-        self.session = outcome.state
         self._trace.emit(
             ORCHESTRATOR,
             {
@@ -568,10 +730,22 @@ class SessionRunner:
                 raise
 
     async def _settle(self) -> None:
-        """Make the trace durable and the status current (what `harness session status` reads)."""
+        """Make the trace durable, then the runner's bookkeeping and the status current (what `harness
+        session status` reads)."""
         await self._trace.flush()
+        saved = _Saved(
+            self._journaled,
+            {q: (seen.answered, seen.ended) for q, seen in self._seen.items()},
+            tuple(self._notices),
+            dict(self._reminder_of),
+            dict(self._end_reasons),
+            self._calls_closed,
+        )
+        await trio.to_thread.run_sync(homes.write_private_json, self.directory / STATE_FILE, saved.view())
         status = status_view(self._current(), self._trace.directory, os.getpid())
-        view = self._redactor.value({**status, "callsClosed": self._calls_closed})
+        view = self._redactor.value(
+            {**status, "callsClosed": self._calls_closed, "leadSeen": self._lead_seen}
+        )
         assert isinstance(view, dict)  # redaction keeps an object an object
         await trio.to_thread.run_sync(homes.write_private_json, self.directory / STATUS_FILE, view)
 
@@ -643,7 +817,7 @@ def introduction(plan: SessionPlan, session: s.Session, name: str, where: str) -
     tools = [
         TOOL_USAGE[tool].format(announcements=plan.limits.announcements, where=where, **words)
         for tool in s.Tool
-        if tool in s.ROLE_TOOLS[role] and tool in TOOL_USAGE
+        if tool in s.ROLE_TOOLS[role]
     ]
     lines = [
         f"Session {plan.session_id} ({plan.mode}): you are its {role}; the others are {others}.",
@@ -682,6 +856,7 @@ def status_view(session: s.Session, trace_dir: Path, pid: int) -> dict[str, Any]
             {"id": p.id, "kind": str(p.kind), "author": p.author, "at": p.at, "text": p.text}
             for p in session.thread
         ],
+        "leadTurns": session.lead_turns,
         "startedAt": session.started_at,
         "endedAt": session.ended_at,
         "trace": str(trace_dir),

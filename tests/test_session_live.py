@@ -2,9 +2,9 @@
 # and Gemini CLI take part, offline against the scripted fake model in the live acceptance's namespace
 # (tests/live/team.py: one `unshare -n` namespace with the daemon, a fake model per engine, one tmux server).
 # The session runner (io/session_runner.py) runs here, talking to that daemon as its owner through the
-# namespace's thread, exactly as `harness session run` does. The facilitator asks both participants; Codex
-# answers; Gemini CLI ignores its ask, gets exactly one reminder, then a protocol_violation is traced and
-# the asker released; the facilitator concludes by replying to its brief.
+# namespace's thread, as the daemon's session keeper runs it in-process. The facilitator asks both
+# participants; Codex answers; Gemini CLI ignores its ask, gets exactly one reminder, then a
+# protocol_violation is traced and the asker released; the facilitator concludes by replying to its brief.
 from __future__ import annotations
 
 import json

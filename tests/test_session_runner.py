@@ -4,10 +4,12 @@
 # The same runner against a real daemon and real panes is tests/test_session_run.py.
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 
@@ -350,3 +352,161 @@ def test_a_secret_in_the_leads_conclusion_reaches_neither_the_status_nor_the_tra
     traced = b"".join(path.read_bytes() for path in (tmp_path / "trace").glob("trace-*.ndjson"))
     assert secret.encode() not in status and secret.encode() not in traced
     assert b"done; the key was [REDACTED:" in status
+
+
+class Cut(Exception):
+    """The daemon hosting the runner died here."""
+
+
+class CuttingLedger(LedgerDouble):
+    """A ledger whose daemon dies around the first reminder: before the ledger has it, or just after."""
+
+    def __init__(self, when: str) -> None:
+        super().__init__()
+        self.when = when
+        self.armed = True
+
+    async def call(self, action: str, fields: dict[str, Any]) -> Any:
+        reminder = self.armed and action == "ask" and ".reminder." in fields["id"]
+        if reminder and self.when == "before":
+            self.armed = False
+            raise Cut
+        result = await super().call(action, fields)
+        if reminder:
+            self.armed = False
+            raise Cut
+        return result
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_runner_cut_off_after_journaling_a_reminder_resumes_and_reminds_once(
+    tmp_path: Path, when: str
+) -> None:
+    """Persist before act: the tick that owes the reminder is journaled before the reminder is sent, so a
+    runner resumed from the journal sends it if the cut came first, and the ledger keeps one if not (the
+    reminder's id is the same); the release then happens once."""
+    ledger = CuttingLedger(when)
+    session_plan = plan(s.Mode.FACILITATE, "ben")
+
+    async def alive(name: str) -> bool:
+        return True
+
+    async def hosted() -> tuple[runner.SessionRunner, TraceWriter]:
+        writer = await TraceWriter.open(tmp_path / "trace", redactor({}), clock=ledger.clock)
+        made = runner.SessionRunner(
+            session_plan,
+            tmp_path / "home",
+            ledger.call,
+            writer,
+            alive=alive,
+            redactor=redactor({}),
+            clock=ledger.clock,
+        )
+        return made, writer
+
+    async def main() -> None:
+        first, writer = await hosted()
+        await first.start()
+        ledger.ask("q1", "chair", "ben")
+        await first.round()
+        ledger.now += 10_000
+        with pytest.raises(Cut):
+            await first.round()
+        await writer.aclose()
+        second, writer = await hosted()
+        resumed = await second.resume()
+        assert (resumed.reminders, resumed.violations) == (("q1",), ())
+        ledger.now += 5_000
+        await second.round()
+        ledger.reply("s1.brief", "chair", "done")
+        assert (await second.round()).termination is s.Termination.CONCLUDED
+        await second.finish()
+        await writer.aclose()
+
+    trio.run(main)
+    exchanges = team_view(ledger.team)["exchanges"]
+    assert [(e["from"], e["to"]) for e in exchanges if ".reminder." in e["id"]] == [("session", "ben")]
+    released = ledger.team.exchanges["q1"]
+    assert (released.state.value, released.reason) == ("expired", "no_answer")
+    assert [f["questionId"] for action, f in ledger.calls if action == "expire"] == ["q1"]
+    lines = list(read_trace(tmp_path / "trace"))
+    assert [line.seq for line in lines] == sorted(line.seq for line in lines)
+    steps = [k[1] for k in kinds(lines)]
+    assert [k for k in steps if k in ("reminder", "protocol_violation", "asker_released", "summary")] == [
+        "reminder",
+        "protocol_violation",
+        "asker_released",
+        "summary",
+    ]
+
+
+def test_a_damaged_journal_is_refused_not_guessed(tmp_path: Path) -> None:
+    """A journal line that is not a command (other than a last one cut off by a crash) stops the resumption
+    with the line named, rather than resume a different session."""
+    directory = runner.session_dir(tmp_path / "home", SID)
+    directory.mkdir(parents=True)
+    start = runner.encode_command(s.Start(START, SID, s.Mode.FACILITATE, "chair", ("ben",)))
+    tick = runner.encode_command(s.Tick(START + 1))
+    assert runner.decode_command(json.loads(json.dumps(start))) == s.Start(
+        START, SID, s.Mode.FACILITATE, "chair", ("ben",)
+    )
+    journal = directory / runner.JOURNAL_FILE
+    journal.write_text(json.dumps(start) + "\n" + json.dumps(tick) + '\n{"command": "tick", "a')
+    assert runner._read_journal(directory) == [
+        s.Start(START, SID, s.Mode.FACILITATE, "chair", ("ben",)),
+        s.Tick(START + 1),
+    ]
+    journal.write_text(json.dumps(start) + '\n{"command": "nope"}\n' + json.dumps(tick) + "\n")
+    with pytest.raises(runner.SessionError, match="line 2 is damaged"):
+        runner._read_journal(directory)
+
+
+def test_the_leads_turns_are_its_busy_screens_after_a_rest_and_the_one_past_the_bound_stops_it(
+    tmp_path: Path,
+) -> None:
+    """Issue 21: "Bounded: lead turns". A busy screen however long is one turn; a dialog or a draft inside a
+    turn does not end it; the turn past `lead_turns` traces lead_turn_limit and stops the session."""
+    ledger = LedgerDouble()
+    screens = iter(["idle", "busy", "busy", "dialog", "busy", "settling", "busy", "draft", "idle", "busy"])
+    seen: list[str] = []
+    bounded = attrs.evolve(plan(s.Mode.FACILITATE, "ann"), limits=s.SessionLimits(lead_turns=2))
+
+    async def alive(name: str) -> bool:
+        return True
+
+    async def look(name: str) -> str:
+        assert name == "chair"  # only the lead is looked at
+        seen.append(next(screens))
+        return seen[-1]
+
+    async def main() -> None:
+        writer = await TraceWriter.open(tmp_path / "trace", redactor({}), clock=ledger.clock)
+        made = runner.SessionRunner(
+            bounded,
+            tmp_path / "home",
+            ledger.call,
+            writer,
+            alive=alive,
+            redactor=redactor({}),
+            clock=ledger.clock,
+            look=look,
+        )
+        await made.start()
+        counted = []
+        while made._current().state is s.SessionState.RUNNING:
+            counted.append((await made.round()).lead_turns)
+        assert counted == [0, 1, 1, 1, 1, 1, 2, 2, 2, 2]
+        await made.finish()
+        await writer.aclose()
+
+    trio.run(main)
+    assert len(seen) == 10  # no look once the session ended
+    events = [line.event for line in read_trace(tmp_path / "trace")]
+    [limit] = [e for e in events if e["type"] == "lead_turn_limit"]
+    assert (limit["lead"], limit["turns"]) == ("chair", 2)
+    [summary] = [e for e in events if e["type"] == "summary"]
+    assert (summary["termination"], summary["reason"], summary["leadTurns"]) == (
+        "stopped",
+        "lead_turn_limit",
+        2,
+    )

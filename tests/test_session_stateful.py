@@ -6,6 +6,7 @@
 # by OpenAsk, reminded at most once, released or cancelled at most once, and none is left open at the end.
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 from hypothesis import HealthCheck, event, settings
@@ -17,6 +18,7 @@ from harness.core.errors import ErrorCode, Rejected
 from harness.core.outcome import Accepted
 from harness.core.session_invariants import check_step, session_violations
 from harness.core.values import replace
+from harness.io.session_runner import decode_command, encode_command
 
 MIN = 60_000
 LIMITS = s.SessionLimits(
@@ -88,6 +90,7 @@ class SessionMachine(RuleBasedStateMachine):
         self.reminded: Counter[str] = Counter()
         self.announce_calls = 0
         self.announcements_posted = 0
+        self.journal: list[str] = []  # every accepted command, as the hosting daemon journals it
 
     @property
     def state(self) -> s.Session:
@@ -109,12 +112,23 @@ class SessionMachine(RuleBasedStateMachine):
         if isinstance(outcome, Rejected):
             return outcome
         self.session = outcome.state
+        self.journal.append(json.dumps(encode_command(command)))
         for effect in outcome.effects:
             event(f"effect: {type(effect).__name__}")
         self.drive_ledger(outcome.effects)
         if isinstance(command, s.Announce) and outcome.changed:
             self.announce_calls += 1
         return outcome
+
+    def teardown(self) -> None:
+        """A daemon restarted after a crash replays the session's journal: every accepted command, read back
+        from its JSON line, leads to the same session (the reducer is pure, and the journal loses nothing)."""
+        replayed: s.Session | None = None
+        for line in self.journal:
+            outcome = s.step(replayed, decode_command(json.loads(line)), LIMITS)
+            assert isinstance(outcome, Accepted), outcome
+            replayed = outcome.state
+        assert replayed == self.session
 
     def check_role_table(
         self, before: s.Session, command: s.ToolCommand, outcome: Accepted[s.Session] | Rejected
@@ -265,6 +279,7 @@ class SessionMachine(RuleBasedStateMachine):
     def start_over(self, mode: s.Mode) -> None:
         """An ended session is kept as it is; the next one starts afresh (the ledger model with it)."""
         self.session = None
+        self.journal.clear()  # its own journal, in its own session directory
         self.ledger.clear()
         self.reminded.clear()
         self.announce_calls = self.announcements_posted = 0

@@ -21,7 +21,7 @@ from harness.io import session_runner as runner
 from harness.io.team_delivery import harness_command
 from tests.test_session_runner import SID, LedgerDouble, Story, kinds, plan, play
 
-ALL_TOOLS = {"announce", "rollcall", "rfc", "acknowledge"}
+ALL_TOOLS = {"announce", "rollcall", "rfc", "acknowledge", "recess"}
 
 
 def keys(made: runner.SessionRunner) -> None:
@@ -170,6 +170,49 @@ def test_request_for_comment_and_acknowledge_in_a_discuss_session(tmp_path: Path
     assert [k[1] for k in steps if k[1] == "thread_post"] == ["thread_post", "thread_post"]
 
 
+def test_recess_by_the_discuss_lead_concludes_and_cancels_every_ask_in_flight(tmp_path: Path) -> None:
+    """Seed 004: "ctx.concluded is explicit Conclude/Adjourn/Recess. It also cancels in-flight Asks, so askers
+    see why nobody will answer their question." Recess is the discuss lead's alone (the seed's role x tool
+    table): a participant's is refused and changes nothing."""
+
+    async def story(made: runner.SessionRunner, ledger: LedgerDouble, gone: set[str]) -> None:
+        keys(made)
+        ledger.ask("q1", "chair", "ann")
+        ledger.ask("q2", "ben", "chair")
+        await made.round()
+        refused = await call(made, "recess", "ann", "let us stop", "r-ann")
+        assert (refused["error"], refused["detail"]) == ("unauthorized", "a discuss_agent has no recess tool")
+        assert made._current().state is s.SessionState.RUNNING
+        recess = await call(made, "recess", "chair", "back after lunch", "r-1")
+        assert recess["result"] == {"id": "r-1", "tool": "recess"}
+        ended = made._current()
+        assert (ended.termination, ended.reason, ended.summary) == (
+            s.Termination.CONCLUDED,
+            "recess by chair",
+            "back after lunch",
+        )
+        await made.finish()
+        for question_id in ("q1", "q2"):
+            asked = ledger.team.exchanges[question_id]
+            assert (asked.state.value, asked.reason, asked.answer) == ("cancelled", "recessed", None)
+            assert ended.asks[question_id].reason == "session s1 concluded: recess by chair"
+        assert ledger.team.exchanges["s1.brief"].state.value == "cancelled"  # the lead owes its brief no more
+
+    steps = run(tmp_path, plan(s.Mode.DISCUSS, "ann", "ben"), story)
+    assert [k[1] for k in steps if k[0] == "orchestrator"][-1] == "summary"
+    assert ("orchestrator", "tool_refused", None) in steps
+
+
+def test_recess_is_not_a_facilitators_tool(tmp_path: Path) -> None:
+    async def story(made: runner.SessionRunner, ledger: LedgerDouble, gone: set[str]) -> None:
+        keys(made)
+        refused = await call(made, "recess", "chair", "pause", "r-1")
+        assert (refused["error"], refused["detail"]) == ("unauthorized", "a facilitator has no recess tool")
+        assert made._current().state is s.SessionState.RUNNING
+
+    run(tmp_path, plan(s.Mode.FACILITATE, "ann"), story)
+
+
 def test_acknowledge_outside_discuss_mode_is_refused(tmp_path: Path) -> None:
     async def story(made: runner.SessionRunner, ledger: LedgerDouble, gone: set[str]) -> None:
         keys(made)
@@ -245,14 +288,13 @@ def test_each_introduction_teaches_exactly_its_roles_tools(mode: s.Mode) -> None
     assert not isinstance(started, Rejected)
     command = f"{harness_command()} session"
     words = {"announce": s.Tool.ANNOUNCE, "rollcall": s.Tool.ROLL_CALL, "rfc": s.Tool.REQUEST_FOR_COMMENT}
-    words["acknowledge"] = s.Tool.ACKNOWLEDGE
+    words |= {"acknowledge": s.Tool.ACKNOWLEDGE, "recess": s.Tool.RECESS}
     for name in ("chair", *participants):
         text = runner.introduction(session_plan, started.state, name, "--home H --key-file K")
         role = started.state.members[name].role
         taught = {word for word in ALL_TOOLS if f"`{command} {word} {SID}" in text}
         assert taught == {word for word, tool in words.items() if tool in s.ROLE_TOOLS[role]}, (role, text)
-    # Every tool but Recess has a command (Recess is left open: spec/session-v1.md).
-    assert set(s.Tool) - set(runner.TOOL_USAGE) == {s.Tool.RECESS}
+    assert set(runner.TOOL_USAGE) == set(s.Tool)  # every tool has a command (spec table tool-commands)
 
 
 def cli(home: Path, *argv: str) -> tuple[int, Any]:
@@ -279,6 +321,8 @@ def cli(home: Path, *argv: str) -> tuple[int, Any]:
         (["rollcall", "../s1", "--key-file", "KEY"], 2, "bad_request", "not a session id"),
         (["rollcall", "nope", "--key-file", "KEY"], 1, "not_found", "no session 'nope'"),
         (["acknowledge", "gone", "ok", "--key-file", "KEY"], 1, "conflict", "is not running"),
+        (["recess", "gone", "--key-file", "KEY"], 2, "bad_request", "not both and not neither"),
+        (["recess", "gone", "pause", "--key-file", "KEY"], 1, "conflict", "is not running"),
     ],
 )
 def test_a_session_tool_refuses_bad_input_with_one_line_and_a_stable_code(

@@ -108,3 +108,18 @@ def test_invariant_table_matches_the_checks_in_core() -> None:
     cited = set(re.findall(r'"(S\d+)"', source)) | set(re.findall(r"(S\d+)[:.]", source))
     assert set(ids) - {"S8"} <= cited, "every invariant but S8 (true by construction) has a check"
     assert cited <= set(ids), "core cites an invariant the spec does not define"
+
+
+def test_every_tool_has_the_command_the_spec_names() -> None:
+    """Every tool of table role-tools is callable from a terminal, as table tool-commands says: the session's
+    own tools are `harness session` commands (CALL_TOOLS), the rest team operations or the brief's reply."""
+    from harness.io.session_runner import CALL_TOOLS, TOOL_USAGE
+
+    rows = {Tool(row["tool"]): row["command"] for row in read_table(SPEC, "tool-commands")}
+    assert list(rows) == list(Tool) and set(TOOL_USAGE) == set(Tool)
+    session_commands = {
+        tool: command.removeprefix("harness session ")
+        for tool, command in rows.items()
+        if command.startswith("harness session ")
+    }
+    assert session_commands == {tool: name for name, (tool, _) in CALL_TOOLS.items()}
