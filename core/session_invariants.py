@@ -16,6 +16,7 @@ from .session import (
     TOOLS,
     Adjourn,
     Announce,
+    AskRecord,
     AskState,
     CancelAsk,
     Conclude,
@@ -120,11 +121,16 @@ def _bounds(session: Session, limits: SessionLimits) -> Iterable[Violation]:
         yield "S1", "a recorded text exceeds text_chars"
 
 
+def _ordered_asks(session: Session) -> list[AskRecord]:
+    """The asks in `ask_order` that exist: an order naming a missing ask is S7's to report, never a crash."""
+    return [session.asks[qid] for qid in session.ask_order if qid in session.asks]
+
+
 def _one_reminder(session: Session, limits: SessionLimits) -> Iterable[Violation]:
     """S2. Issue: "a participant with an owed ask gets exactly one reminder notice": never two for one."""
     if len(set(session.reminders)) != len(session.reminders):
         yield "S2", f"an ask was reminded twice: {session.reminders}"
-    reminded = {qid for qid in session.ask_order if session.asks[qid].reminded_at is not None}
+    reminded = {ask.id for ask in _ordered_asks(session) if ask.reminded_at is not None}
     if reminded != set(session.reminders):
         yield "S2", f"asks marked reminded {sorted(reminded)} are not the reminders sent {session.reminders}"
 
@@ -132,10 +138,9 @@ def _one_reminder(session: Session, limits: SessionLimits) -> Iterable[Violation
 def _owed_index(session: Session, limits: SessionLimits) -> Iterable[Violation]:
     """S3: a member's owed asks are exactly the in-flight asks addressed to it, oldest first."""
     expected: dict[str, list[str]] = {name: [] for name in session.member_order}
-    for qid in session.ask_order:
-        ask = session.asks[qid]
+    for ask in _ordered_asks(session):
         if ask.state is A.IN_FLIGHT:
-            expected.setdefault(ask.to, []).append(qid)
+            expected.setdefault(ask.to, []).append(ask.id)
     actual = {name: list(ids) for name, ids in session.owed.items()}
     if actual != expected:
         yield "S3", f"the owed index {actual} is not the in-flight asks {expected}"
@@ -149,7 +154,7 @@ def _ending(session: Session, limits: SessionLimits) -> Iterable[Violation]:
     if ended != all(mark is not None for mark in marks) or (not ended and any(m is not None for m in marks)):
         yield "S4", f"state {session.state} with termination, reason, end {marks}"
     if ended:
-        flying = [qid for qid in session.ask_order if session.asks[qid].state is A.IN_FLIGHT]
+        flying = [ask.id for ask in _ordered_asks(session) if ask.state is A.IN_FLIGHT]
         if flying:
             yield "S4", f"the session {session.termination} with asks {flying} in flight"
 
@@ -186,7 +191,7 @@ def _violations_follow_reminders(session: Session, limits: SessionLimits) -> Ite
     """S6: an ask is reminded no sooner than reminder_after_ms after it was asked, and released (a protocol
     violation) only after its reminder, no sooner than violation_after_ms later; released asks are exactly
     the violations."""
-    released = [qid for qid in session.ask_order if session.asks[qid].state is A.RELEASED]
+    released = [ask.id for ask in _ordered_asks(session) if ask.state is A.RELEASED]
     if sorted(released) != sorted(session.violations) or len(set(session.violations)) != len(released):
         yield "S6", f"released asks {released} are not the violations {session.violations}"
     for ask in session.asks.values():
