@@ -1,7 +1,7 @@
 # Issue 19: behaviours of core/codec.py that scripts/mutate_core.py found no test pinned. tests/test_codec.py
 # round-trips team commands, so a codec that is wrong the same way in both directions (snake_case keys, a
 # lax scalar) passed it. These pin the contract's JSON itself: camelCase keys, strict scalars and enums,
-# checkpoints of a team and a desk, desk commands, and the public views that leave the owner.
+# checkpoints of a team, a desk and a board, desk commands, and the public views that leave the owner.
 from __future__ import annotations
 
 import json
@@ -11,10 +11,18 @@ import attrs
 import pytest
 from immutables import Map
 
+from harness.core import board as b
 from harness.core import commands as c
 from harness.core import delivery as d
 from harness.core.codec import (
     DESK_COMMAND_NAMES,
+    board_command_from_json,
+    board_command_to_json,
+    board_from_json,
+    board_member_view,
+    board_result_view,
+    board_to_json,
+    board_view,
     camel,
     command_from_json,
     command_to_json,
@@ -23,11 +31,13 @@ from harness.core.codec import (
     exchange_view,
     from_json,
     member_view,
+    note_view,
     team_summary,
     team_view,
     to_json,
 )
 from harness.core.errors import ErrorCode, Rejected
+from harness.core.outcome import Accepted
 from harness.core.records import DeliveryView, MembershipState, NoticeKind, Team, TeamState
 from tests.team_helpers import TEAM, Driver
 
@@ -149,7 +159,10 @@ def test_an_enum_not_given_as_a_string_is_refused_naming_its_values() -> None:
 
 @pytest.mark.parametrize("value", [["key1", "mem1"], "key1", 1])
 def test_a_map_takes_only_an_object(team: Team, value: object) -> None:
-    refused(from_json({**wire(to_json(team)), "keys": value}, Team))
+    """The map hook's own refusal (cattrs words its TypeError), not whatever a list or a string fails with
+    further in."""
+    detail = refused(from_json({**wire(to_json(team)), "keys": value}, Team))
+    assert detail == "invalid value for type, expected Map @ $.keys"
 
 
 def test_a_map_checks_its_keys_and_values(team: Team) -> None:
@@ -248,3 +261,86 @@ def test_team_summary_counts_active_members_only(team: Team) -> None:
         "id": TEAM, "name": "Build Harness", "state": "active", "revision": team.revision, "members": 2,
         "exchanges": 2,
     }  # fmt: skip
+
+
+# --- the board's codec: a checkpoint with its tagged operations, and the views a reader gets ---------------
+
+SESSION = b.Session("t1", 1)
+
+
+def _board() -> b.Board:
+    """Members m1 and m2, role `lead` held by m1, one task, one note m1 -> m2 that m2 has not read yet."""
+    board, now = b.empty_board(SESSION), 1_000
+    commands: list[b.BoardCommand] = [
+        b.SetMembers("op1", SESSION, None, now, ("m1", "m2")),
+        b.DefineRole("op2", SESSION, None, now + 1, "lead", "Leads."),
+        b.TakeRole("op3", SESSION, None, now + 2, "lead", "m1"),
+        b.AddTask("op4", SESSION, "m1", now + 3, "Write the spec"),
+        b.SendNote("op5", SESSION, "m1", now + 4, b.Addressee(b.AddresseeKind.MEMBER, "m2"), "Hello"),
+    ]
+    for command in commands:
+        outcome = b.step(board, command)
+        assert isinstance(outcome, Accepted), outcome
+        board = outcome.state
+    return board
+
+
+def test_a_board_checkpoint_round_trips_with_each_operation_tagged_by_its_kind() -> None:
+    """A checkpoint's retained operations are commands of several kinds: each travels as a tagged journal
+    entry, so the board read back has the very commands it had."""
+    board = _board()
+    data = wire(board_to_json(board))
+    assert data["operations"]["op5"] == board_command_to_json(board.operations["op5"])
+    assert (
+        data["operations"]["op5"]["type"] == "send_note"
+        and data["operations"]["op2"]["type"] == "define_role"
+    )
+    assert board_from_json(data) == board
+    assert (
+        board_command_from_json(wire(board_command_to_json(board.operations["op4"])))
+        == board.operations["op4"]
+    )
+
+
+def test_a_malformed_board_checkpoint_is_refused_naming_what_is_wrong() -> None:
+    """Seed 002: recovery accepts only a valid checkpoint; anything else is refused, never repaired."""
+    data = wire(board_to_json(_board()))
+    for shape in (
+        [],
+        {key: value for key, value in data.items() if key != "operations"},
+        {**data, "operations": []},
+    ):
+        assert refused(board_from_json(shape)) == "a board is an object with 'operations'"
+    assert "revision" in refused(board_from_json({**data, "revision": "1"}))
+    bad_operation = {**data, "operations": {**data["operations"], "op9": {"type": "no_such_command"}}}
+    assert refused(board_from_json(bad_operation)).startswith("operation 'op9': ")
+
+
+def test_the_board_views_show_members_roles_tasks_and_counts_never_note_texts() -> None:
+    board = _board()
+    m1, m2 = board.members["m1"], board.members["m2"]
+    assert board_member_view(board, m1) == {"id": "m1", "state": "active", "roles": ["lead"], "unread": 0}
+    assert board_member_view(board, m2) == {"id": "m2", "state": "active", "roles": [], "unread": 1}
+    view = board_view(board)
+    assert view == {
+        "teamId": "t1",
+        "generation": 1,
+        "revision": board.revision,
+        "bytes": board.bytes,
+        "members": [board_member_view(board, m1), board_member_view(board, m2)],
+        "roles": [to_json(board.roles["lead"])],
+        "tasks": [to_json(board.tasks["op4"])],
+        "notes": 1,
+    }
+    assert "Hello" not in json.dumps(view)
+
+
+def test_a_board_commands_result_is_shown_by_its_kind() -> None:
+    board = _board()
+    note = board.notes["op5"]
+    assert board_result_view(board, note) == note_view(note) == wire(to_json(note))
+    page = b.Page((note,), None, 0)
+    assert board_result_view(board, page) == {"notes": [note_view(note)], "nextOffset": None, "unread": 0}
+    members = (board.members["m1"],)
+    assert board_result_view(board, members) == {"members": [board_member_view(board, board.members["m1"])]}
+    assert board_result_view(board, board.tasks["op4"]) == to_json(board.tasks["op4"])
