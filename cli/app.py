@@ -3,9 +3,11 @@
 # both run the same functions of `commands`.
 # A command line builds only the part of the application it names (`application`): importing the modules
 # behind `session`, `check`, `pair` or `relay` takes longer than a whole `team` call, so each top-level
-# command is added, and its module imported, on demand. `app` is still the whole application, for tests.
+# command is added, and its module imported, on demand (from where fast.DECLARED says it is declared). `app`
+# is still the whole application, for tests.
 import contextlib
 import errno
+import importlib
 import inspect
 import os
 import re
@@ -39,7 +41,7 @@ from harness.cli.commands import (
     show,
     usage,
 )
-from harness.cli.fast import ABOUT, TEAM_OTHERS, TOP, running
+from harness.cli.fast import ABOUT, DECLARED, SINGLE, TEAM_OTHERS, TOP, running, subgroup_help
 from harness.cli.fast import daemon_status as daemon_status_fast
 from harness.io import home as homes
 from harness.io.client import Client, RemoteError, Uncertain, Unreachable, locate_socket
@@ -156,8 +158,7 @@ def _register_groups() -> None:
         for depth in range(1, len(parents) + 1):
             prefix = " ".join(parents[:depth])
             if prefix not in groups:
-                below = sorted({o.split()[depth] for o in COMMANDS if o.startswith(prefix + " ")})
-                groups[prefix] = typer.Typer(no_args_is_help=True, help=f"{prefix}: {', '.join(below)}.")
+                groups[prefix] = typer.Typer(no_args_is_help=True, help=subgroup_help(prefix))
                 parent.add_typer(groups[prefix], name=parents[depth - 1])
             parent = groups[prefix]
         function = _team_command(name, spec, SPECS if name in SPECS else BOARD_SPECS)
@@ -227,7 +228,7 @@ def run_typer(argv: list[str], json_out: bool) -> int:
     """Run `argv` through the part of the application it names and return its exit status. A usage error is
     one line (one JSON document with --json) with code `bad_request` and status 2, like the fast path's, never
     click's boxed message."""
-    root = application(argv[:1] if argv[:1] and argv[0] in _ADD else _ADD)
+    root = application(argv[:1] if argv[:1] and argv[0] in TOP else TOP)
     direct = parse_direct(root, argv)
     if direct is not None:
         return run_direct(*direct)
@@ -639,53 +640,15 @@ def demo() -> None:
     run_demo()
 
 
-def _add_check(root: typer.Typer) -> None:
-    from harness.cli.check import check_command  # every scenario and mutant of the model checker
-
-    root.command("check", help=TOP["check"])(check_command)
-
-
-def _add_selfedit(root: typer.Typer) -> None:
-    from harness.cli.selfedit import selfedit_command
-
-    root.command("selfedit", short_help=TOP["selfedit"])(selfedit_command)
-
-
-def _add_typer(
-    module: str, attribute: str, name: str, about: str | None = None
-) -> Callable[[typer.Typer], None]:
-    """Adds `module.attribute`, a Typer group, as `harness NAME` (with the group's own help unless `about`),
-    importing `module` only then."""
-
-    def add(root: typer.Typer) -> None:
-        import importlib
-
-        group = getattr(importlib.import_module(module), attribute)
-        if about is None:
-            root.add_typer(group, name=name)
-        else:
-            root.add_typer(group, name=name, help=about)
-
-    return add
-
-
-# How each top-level command joins an application, in the order `harness` lists them.
-_ADD: dict[str, Callable[[typer.Typer], object]] = {
-    "team": lambda root: root.add_typer(team_app, name="team"),
-    "daemon": lambda root: root.add_typer(daemon_app, name="daemon"),
-    "pair": _add_typer("harness.cli.pair", "pair_app", "pair", about=TOP["pair"]),
-    "relay": _add_typer("harness.cli.relay", "relay_app", "relay", about=TOP["relay"]),
-    "agent": _add_typer("harness.cli.agent", "app", "agent", about=TOP["agent"]),
-    "trace": _add_typer("harness.cli.trace", "trace_app", "trace"),
-    "session": _add_typer("harness.cli.session", "session_app", "session", about=TOP["session"]),
-    "web": lambda root: root.command(short_help=TOP["web"])(web),
-    "doctor": lambda root: root.command(short_help=TOP["doctor"])(doctor),
-    "demo": lambda root: root.command(short_help=TOP["demo"])(demo),
-    "check": _add_check,
-    "selfedit": _add_selfedit,
-    "eval": _add_typer("harness.cli.eval", "eval_app", "eval", about=TOP["eval"]),
-    "channels": _add_typer("harness.cli.channels", "app", "channels", about=TOP["channels"]),
-}
+def _add(root: typer.Typer, name: str) -> None:
+    """Adds `harness NAME` from where fast.DECLARED says it is declared, importing its module only then: a
+    Typer group with TOP's text as its help, or a command with it as its short help."""
+    module, attribute = DECLARED[name]
+    found = getattr(importlib.import_module(module), attribute)
+    if name in SINGLE:
+        root.command(name, short_help=TOP[name])(found)
+    else:
+        root.add_typer(found, name=name, help=TOP[name])
 
 
 def application(names: Iterable[str]) -> typer.Typer:
@@ -695,16 +658,16 @@ def application(names: Iterable[str]) -> typer.Typer:
         name="harness", help=ABOUT, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False
     )
     root.callback()(harness)
-    for name, add in _ADD.items():
+    for name in TOP:
         if name in wanted:
-            add(root)
+            _add(root, name)
     return root
 
 
 def __getattr__(name: str) -> typer.Typer:
     """`app`: the whole application, for whoever inspects it (a command line builds only its part)."""
     if name == "app":
-        return application(_ADD)
+        return application(TOP)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

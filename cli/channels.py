@@ -4,16 +4,19 @@
 # shows the setting and, from a running daemon, the channel teams of the current epoch with their members.
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from harness.cli import output
 from harness.cli.commands import Options, call, fail, show
 from harness.cli.fast import TOP
-from harness.core import channels as ch
 from harness.io import home as homes
-from harness.io.channels import SettingError, read_setting, write_setting
+
+if (
+    TYPE_CHECKING
+):  # the setting's modules load the agent registry and tmux: only a command that runs needs them
+    from harness.core import channels as ch
 
 app = typer.Typer(help=TOP["channels"], no_args_is_help=True)
 
@@ -24,6 +27,9 @@ HomeOpt = Annotated[
 
 
 def _current(opts: Options) -> ch.Setting:
+    from harness.core import channels as ch
+    from harness.io.channels import SettingError, read_setting
+
     try:
         return read_setting(homes.resolve_home(opts.home))
     except SettingError as error:
@@ -32,6 +38,8 @@ def _current(opts: Options) -> ch.Setting:
 
 def _set(opts: Options, setting: ch.Setting, changed: bool) -> None:
     if changed:
+        from harness.io.channels import write_setting
+
         try:
             write_setting(homes.ensure_home(homes.resolve_home(opts.home)), setting)
         except homes.HomeError as error:
@@ -51,6 +59,8 @@ def _set(opts: Options, setting: ch.Setting, changed: bool) -> None:
 @app.command()
 def enable(json_out: JsonOpt = False, home: HomeOpt = None) -> None:
     """Turn tab channels on: the engine agents of each tmux window form a team that follows the window."""
+    from harness.core import channels as ch
+
     opts = Options().merge(json_out, home, None, None)
     current = _current(opts)
     wanted = ch.enabled_setting(current)
@@ -60,6 +70,8 @@ def enable(json_out: JsonOpt = False, home: HomeOpt = None) -> None:
 @app.command()
 def disable(json_out: JsonOpt = False, home: HomeOpt = None) -> None:
     """Turn tab channels off: every channel team is archived; its history stays readable."""
+    from harness.core import channels as ch
+
     opts = Options().merge(json_out, home, None, None)
     current = _current(opts)
     wanted = ch.disabled_setting(current)
@@ -69,6 +81,8 @@ def disable(json_out: JsonOpt = False, home: HomeOpt = None) -> None:
 @app.command()
 def status(json_out: JsonOpt = False, home: HomeOpt = None) -> None:
     """The setting and, from the running daemon, the channel teams of this epoch and their members."""
+    from harness.core import channels as ch
+
     opts = Options().merge(json_out, home, None, None)
     setting = _current(opts)
     view: dict[str, Any] = {"enabled": setting.enabled, "epoch": setting.epoch, "channels": None}

@@ -7,6 +7,7 @@
 # printed in catalogue order all the same, and the first violation in that order stops the run.
 from __future__ import annotations
 
+import functools
 import json
 import multiprocessing
 import os
@@ -16,23 +17,45 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import attrs
 import typer
 
-from harness.models.board_world import BoardProtocol
-from harness.models.channel_world import CHANNEL_SCENARIOS, ChannelModel
-from harness.models.checker import Counterexample, Result, S, explore, simulate
-from harness.models.checker import Model as SearchModel
-from harness.models.emit import regression_test
-from harness.models.mutants import BOARD_MUTANTS, MUTANTS
-from harness.models.scenarios import BOARD_SCENARIOS, SCENARIOS, BoardModel, WorldModel
-from harness.models.world import Protocol
+# The models take longer to import than a command may take to start: only a check loads them.
+if TYPE_CHECKING:
+    from harness.models.board_world import BoardProtocol
+    from harness.models.channel_world import ChannelModel
+    from harness.models.checker import Counterexample, Result, S
+    from harness.models.checker import Model as SearchModel
+    from harness.models.scenarios import BoardModel, WorldModel
+    from harness.models.world import Protocol
 
-Model = WorldModel | BoardModel | ChannelModel
-ALL_SCENARIOS: dict[str, Model] = {**SCENARIOS, **BOARD_SCENARIOS, **CHANNEL_SCENARIOS}
-ALL_MUTANTS: dict[str, Protocol | BoardProtocol] = {**MUTANTS, **BOARD_MUTANTS}
+    Model = WorldModel | BoardModel | ChannelModel
+
+
+@functools.cache
+def all_scenarios() -> dict[str, Model]:
+    from harness.models.channel_world import CHANNEL_SCENARIOS
+    from harness.models.scenarios import BOARD_SCENARIOS, SCENARIOS
+
+    return {**SCENARIOS, **BOARD_SCENARIOS, **CHANNEL_SCENARIOS}
+
+
+@functools.cache
+def all_mutants() -> dict[str, Protocol | BoardProtocol]:
+    from harness.models.mutants import BOARD_MUTANTS, MUTANTS
+
+    return {**MUTANTS, **BOARD_MUTANTS}
+
+
+def __getattr__(name: str) -> object:
+    """ALL_SCENARIOS and ALL_MUTANTS, loaded when first named (scripts/bench_checker.py names them)."""
+    if name == "ALL_SCENARIOS":
+        return all_scenarios()
+    if name == "ALL_MUTANTS":
+        return all_mutants()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def check_command(
@@ -67,16 +90,16 @@ def check_command(
     if list_only:
         _list(json_out)
         return
-    names = scenarios or list(ALL_SCENARIOS)
-    unknown = [name for name in names if name not in ALL_SCENARIOS]
-    if unknown or (mutant is not None and mutant not in ALL_MUTANTS):
+    names = scenarios or list(all_scenarios())
+    unknown = [name for name in names if name not in all_scenarios()]
+    if unknown or (mutant is not None and mutant not in all_mutants()):
         bad = ", ".join(unknown) if unknown else f"mutant {mutant}"
         typer.echo(f"error: unknown {bad}; `harness check --list` shows what exists", err=True)
         raise typer.Exit(2)
     runs = [
         Run(name, mutant, max_depth, simulate_mode, seed, steps, progress=not json_out)
         for name in names
-        if _with_mutant(ALL_SCENARIOS[name], mutant) is not None
+        if _with_mutant(all_scenarios()[name], mutant) is not None
     ]
     started = time.perf_counter()
     reports: list[dict[str, Any]] = []
@@ -88,7 +111,7 @@ def check_command(
             if not json_out:
                 _print_summary(report)
             if result.violation is not None:
-                model = _with_mutant(ALL_SCENARIOS[run.scenario], mutant)
+                model = _with_mutant(all_scenarios()[run.scenario], mutant)
                 assert model is not None
                 failed = (model, result.violation)
                 if not json_out:
@@ -98,6 +121,8 @@ def check_command(
     if not json_out and len(reports) > 1:
         typer.echo(f"{len(reports)} scenarios checked in {seconds:.1f} s")
     if failed is not None and emit_test is not None:
+        from harness.models.emit import regression_test
+
         emit_test.write_text(regression_test(failed[0].name, failed[1], mutant), encoding="utf-8")
         if not json_out:
             typer.echo(f"wrote regression test {emit_test}")
@@ -125,12 +150,12 @@ class Run:
     progress: bool
 
     def depth(self) -> int:
-        return self.max_depth if self.max_depth is not None else ALL_SCENARIOS[self.scenario].max_depth
+        return self.max_depth if self.max_depth is not None else all_scenarios()[self.scenario].max_depth
 
 
 def check_one(run: Run) -> tuple[Result, int]:
     """Run one scenario's search; with the peak memory (MB) of the process that ran it."""
-    model = _with_mutant(ALL_SCENARIOS[run.scenario], run.mutant)
+    model = _with_mutant(all_scenarios()[run.scenario], run.mutant)
     assert model is not None, "runs are only made for scenarios the mutant applies to"
     depth = run.depth()
     progress = _progress if run.progress else None
@@ -139,6 +164,8 @@ def check_one(run: Run) -> tuple[Result, int]:
 
 
 def _search(model: SearchModel[S], run: Run, depth: int, progress: Callable[[Result], None] | None) -> Result:
+    from harness.models.checker import explore, simulate
+
     return simulate(model, run.seed, run.steps, depth) if run.simulated else explore(model, depth, progress)
 
 
@@ -156,6 +183,10 @@ def check_all(runs: list[Run], jobs: int) -> Iterator[Iterator[tuple[Result, int
 def _with_mutant(model: Model, mutant: str | None) -> Model | None:
     """`model` running mutant `mutant` (None: the real reducers); None when the mutant is of the other
     machine (a team mutant cannot run in a board scenario)."""
+    from harness.models.channel_world import ChannelModel
+    from harness.models.mutants import BOARD_MUTANTS, MUTANTS
+    from harness.models.scenarios import BoardModel
+
     if mutant is None:
         return model
     if isinstance(model, ChannelModel):  # the mutants break team or board reducers, not the channel plan
@@ -232,6 +263,8 @@ def _shown(value: str | None) -> str:
 
 
 def _describe(protocol: Protocol | BoardProtocol) -> str:
+    from harness.models.board_world import BoardProtocol
+
     if isinstance(protocol, BoardProtocol):
         return (protocol.description or protocol.step.__doc__ or "").strip()
     return (protocol.description or protocol.step.__doc__ or protocol.decide_wait.__doc__ or "").strip()
@@ -242,16 +275,16 @@ def _list(json_out: bool) -> None:
         typer.echo(
             json.dumps(
                 {
-                    "scenarios": {name: model.description for name, model in ALL_SCENARIOS.items()},
-                    "mutants": {name: _describe(protocol) for name, protocol in ALL_MUTANTS.items()},
+                    "scenarios": {name: model.description for name, model in all_scenarios().items()},
+                    "mutants": {name: _describe(protocol) for name, protocol in all_mutants().items()},
                 },
                 indent=2,
             )
         )
         return
     typer.echo("scenarios:")
-    for name, model in ALL_SCENARIOS.items():
+    for name, model in all_scenarios().items():
         typer.echo(f"  {name}: {model.description}")
     typer.echo("mutants:")
-    for name in ALL_MUTANTS:
+    for name in all_mutants():
         typer.echo(f"  {name}")

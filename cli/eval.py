@@ -11,7 +11,6 @@ from typing import Annotated, NoReturn
 import typer
 
 from harness.cli import output
-from harness.io import eval_runner
 
 eval_app = typer.Typer(no_args_is_help=True)
 
@@ -68,6 +67,7 @@ def run_command(
     """Run each task family N times per engine, each run in a fresh working copy (setup, engine, judge), by
     default the engine step a coordination session of its own; keep every run's record and traces under
     --out, then print the report."""
+    from harness.io import eval_runner
     from harness.io.redaction_env import from_environment
 
     specs = [spec.strip() for spec in engines.split(",") if spec.strip()]
@@ -108,6 +108,8 @@ def report_command(
 ) -> None:
     """Per family and engine: pass@1 and pass@k (unbiased estimator, exact), the 95 % Wilson interval of
     pass@1, mean time and turns, and the traces of the failing runs."""
+    from harness.io import eval_runner
+
     try:
         result = eval_runner.report(out, k)
     except eval_runner.EvalError as error:

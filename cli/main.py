@@ -3,6 +3,7 @@
 # usage errors included, goes to the Typer application.
 # Whatever happens, the user gets the contract's exit status and at most one error line (one JSON document
 # with --json) with a stable code, never a traceback.
+import os
 import sys
 
 # What a shell reports for a command that Ctrl-C ended (128 + SIGINT); `wait` is often ended that way.
@@ -32,6 +33,9 @@ def run(argv: list[str]) -> int:
         return stop.code if isinstance(stop.code, int) else output.PROTOCOL_ERROR
     except KeyboardInterrupt:
         return INTERRUPTED
+    except BrokenPipeError:  # the reader left (`harness --help | head -1`): nothing more to say to it
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nor at exit, when stdout flushes
+        return output.PROTOCOL_ERROR
     except Exception as error:  # a bug: still one line, with a code a script can tell from the others
         detail = f"{type(error).__name__}: {error} (a bug in harness; please report it)"
         output.emit_error(json_out, "internal", detail)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import trio
 import typer
 
 from harness.cli import output
@@ -62,6 +61,8 @@ def accept(
     code: Annotated[str, typer.Argument(metavar="CODE")], home: HomeOpt = None, json_out: JsonOpt = False
 ) -> None:
     """Complete a pairing with the machine that printed CODE."""
+    import trio  # only to accept a code: the other commands are synchronous
+
     try:
         peer = trio.run(pairing.accept_code, homes.resolve_home(home), code)
     except (pairing.PairingError, homes.HomeError) as error:

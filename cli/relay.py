@@ -13,11 +13,9 @@ import time
 from pathlib import Path
 from typing import Annotated, TextIO
 
-import trio
 import typer
 
 from harness.cli import output
-from harness.io.listeners import raise_open_files_limit
 from harness.io.relay import HOST, Relay, RelayLimits
 
 relay_app = typer.Typer(help="The relay between paired machines.", no_args_is_help=True)
@@ -72,6 +70,10 @@ def serve(
     ] = None,
 ) -> None:
     """Serve until Ctrl-C or SIGTERM (with --record FILE, also log every message it routes, for audits)."""
+    import trio
+
+    from harness.io.listeners import raise_open_files_limit
+
     with contextlib.ExitStack() as stack:
         out = None
         if record is not None:  # private (0600) like the rest of a machine's remote state

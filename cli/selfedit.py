@@ -11,7 +11,6 @@ from typing import Annotated, NoReturn
 import typer
 
 from harness.cli import output
-from harness.io import selfedit
 
 REFUSED = 2
 IO_ERROR = 1
@@ -25,6 +24,8 @@ def selfedit_command(
     (minimatch, dot: true, on the resolved path) and the work tree is on a branch other than main.
 
     Exit 0 when written, 2 when a safeguard refuses (the message names it), 1 on an I/O error."""
+    from harness.io import selfedit  # here: `--help` and the rest of the CLI need none of it
+
     try:
         allowed = selfedit.check(path)
     except selfedit.Refused as refused:

@@ -8,15 +8,15 @@ import datetime
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from harness.cli import output
-from harness.core.records import ID_PATTERN
 from harness.io import home as homes
-from harness.io import trace
-from harness.io.redaction_env import from_environment
+
+if TYPE_CHECKING:  # the trace reader loads trio: only a command that runs needs it
+    from harness.io import trace
 
 trace_app = typer.Typer(help="Read a trace offline: export, query, summary.", no_args_is_help=True)
 
@@ -76,6 +76,8 @@ def _filter(
     since: str | None,
     until: str | None,
 ) -> trace.TraceFilter:
+    from harness.io import trace
+
     return trace.TraceFilter(
         tuple(source or ()),
         tuple(type_ or ()),
@@ -88,6 +90,9 @@ def _filter(
 
 def _located(path: Path | None, team: str | None, home: str | None, json_out: bool) -> Path:
     """PATH, or the trace of `--team` in the data directory (exactly one of them)."""
+    from harness.core.records import ID_PATTERN
+    from harness.io import trace
+
     if (path is None) == (team is None):
         output.emit_error(json_out, "bad_request", "give a trace PATH or --team ID (one of them)")
         raise SystemExit(output.USAGE)
@@ -101,6 +106,8 @@ def _located(path: Path | None, team: str | None, home: str | None, json_out: bo
 
 
 def _lines(path: Path, where: trace.TraceFilter, json_out: bool) -> list[trace.TraceLine]:
+    from harness.io import trace
+
     try:
         if not path.exists():  # raises for a name too long, which is no trace either
             output.emit_error(json_out, "not_found", f"no trace at {path}")
@@ -136,6 +143,9 @@ def export(
     json_out: JsonOpt = False,
 ) -> None:
     """The matching lines as NDJSON, each redacted again by this run's rules."""
+    from harness.io import trace
+    from harness.io.redaction_env import from_environment
+
     where = _filter(
         json_out, source=source, type_=type_, exchange=exchange, member=member, since=since, until=until
     )
@@ -224,6 +234,8 @@ def summary(
     json_out: JsonOpt = False,
 ) -> None:
     """Per exchange the times ask -> delivered -> accepted -> answered -> continuation, and the violations."""
+    from harness.io import trace
+
     where = _filter(
         json_out, source=source, type_=None, exchange=exchange, member=member, since=since, until=until
     )

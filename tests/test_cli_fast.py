@@ -1,10 +1,15 @@
 # The fast path of `harness team` must accept exactly the Typer commands' grammar, and hand everything else
-# (help, typos, missing arguments) to Typer, which explains it.
+# (typos, missing arguments) to Typer, which explains it; the help it renders without Typer must name what
+# Typer's names, for every command.
 from __future__ import annotations
 
 import dataclasses
 import functools
 import json
+import os
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +21,7 @@ from harness.cli import app as app_module
 from harness.cli import main
 from harness.cli.app import app, team_app
 from harness.cli.commands import COMMON_OPTIONS, SPECS, Options, parse_fast
+from harness.cli.fast import TOP, declared_help, run_fast
 
 
 def test_the_fast_grammar_is_the_typer_grammar() -> None:
@@ -205,7 +211,7 @@ def variants(words: list[str], params: list[Any]) -> Iterator[list[str]]:
 def test_direct_parsing_gives_each_command_what_click_gives(monkeypatch: pytest.MonkeyPatch) -> None:
     """Commands of plain options skip click (its parse imports pydantic, slower than a whole `team` call);
     for every such command, the values handed over are click's, value and type."""
-    root = app_module.application(app_module._ADD)
+    root = app_module.application(TOP)
     covered = []
     for words, info in list(direct_commands(root)):
         seen: list[dict[str, Any]] = []
@@ -233,7 +239,7 @@ def test_direct_parsing_gives_each_command_what_click_gives(monkeypatch: pytest.
 
 
 def test_words_click_must_explain_are_left_to_it() -> None:
-    root = app_module.application(app_module._ADD)
+    root = app_module.application(TOP)
     for argv in (
         ["doctor", "--help"],
         ["doctor", "--team"],
@@ -257,3 +263,132 @@ def test_words_click_must_explain_are_left_to_it() -> None:
         ["eval", "run", "x"],
     ):
         assert app_module.parse_direct(root, argv) is None, argv
+
+
+# --- help without Typer (cli/fast.py renders it from the commands' declarations) ----------------------------
+
+
+def help_lines(root: typer.Typer) -> Iterator[tuple[list[str], Any]]:
+    """`harness WORDS --help` for every group and command of the whole application, with its click object."""
+    found: list[tuple[list[str], Any]] = [([], typer.main.get_command(root))]
+    for words, command in found:
+        yield words, command
+        for name, sub in getattr(command, "commands", {}).items():
+            found.append(([*words, name], sub))
+
+
+OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+
+
+def test_fast_help_names_every_option_and_command_typer_names(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 17: "`daemon status` / `--help` take 2.7-4.4 s"; every command's help is now rendered from its
+    declarations without Typer. For every group and command, the fast help names the same options (and,
+    for a group, the same commands, and for a command its arguments) as Typer's own help."""
+    monkeypatch.setenv("COLUMNS", "200")  # no option name cut by a wrapped line, in either rendering
+    root = app_module.application(TOP)
+    checked = 0
+    for words, command in help_lines(root):
+        argv = [*words, "--help"]
+        assert run_fast(argv), argv  # rendered here, never by Typer
+        fast_text = capsys.readouterr().out
+        command.main(argv[len(words) :], prog_name=" ".join(["harness", *words]), standalone_mode=False)
+        typer_text = capsys.readouterr().out
+        named, typer_named = set(OPTION.findall(fast_text)), set(OPTION.findall(typer_text))
+        if words in ([], ["team"]):  # these two also teach first steps: more options are named
+            assert typer_named <= named, argv
+        else:
+            assert named == typer_named, (argv, named ^ typer_named)
+        flags = {opt for param in command.params for opt in param.opts if opt.startswith("--")}
+        assert flags | {"--help"} <= set(OPTION.findall(fast_text)), argv
+        for name in getattr(command, "commands", {}):
+            assert re.search(rf"^  {re.escape(name)}(  |$)", fast_text, re.M), (argv, name)
+        for param in command.params:
+            if param.param_type_name == "argument":
+                metavar = param.metavar or str(param.name).upper()
+                assert metavar.strip("[].") in fast_text, (argv, param.name)
+        help_text = " ".join((command.help or "").split())
+        assert " ".join(help_text.split()[:6]) in " ".join(fast_text.split()), argv
+        checked += 1
+    assert checked > 80  # every group and command of the application, `team board task add` included
+
+
+def test_help_of_a_command_the_reader_cannot_follow_is_left_to_typer(tmp_path: Path) -> None:
+    """A declaration the reader cannot evaluate (a help text computed at run time) gives no fast help, so
+    Typer renders it rather than a wrong one."""
+    from harness.cli import fast
+
+    module = tmp_path / "declared_elsewhere.py"
+    module.write_text(
+        "from typing import Annotated\nimport typer\nfrom os import getcwd\ndemo_app = typer.Typer()\n"
+        "@demo_app.command()\n"
+        "def run(path: Annotated[str, typer.Option(help=getcwd())] = '.') -> None:\n    pass\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        fast.DECLARED["demo-x"] = ("declared_elsewhere", "demo_app")
+        fast.TOP["demo-x"] = "A group declared in a test."
+        assert declared_help(["demo-x", "--help"]) is None
+        assert declared_help(["demo-x", "run", "--help"]) is None
+    finally:
+        del fast.DECLARED["demo-x"], fast.TOP["demo-x"]
+        sys.path.remove(str(tmp_path))
+
+
+# Each a command line whose help used to import Typer, rich and click (close to a second of CPU).
+HELP_ARGVS = [
+    *([name, "--help"] for name in TOP),
+    ["session", "run", "--help"],
+    ["session", "announce", "--help"],
+    ["check", "--help"],
+    ["agent", "start", "--help"],
+    ["daemon", "prune", "--help"],
+    ["team", "watch", "--help"],
+    ["team", "board", "--help"],
+    ["team", "board", "task", "--help"],
+    ["team", "--team", "t", "board", "task", "add", "--help"],
+    ["session"],  # a group alone: its help, and status 2 as Typer's no_args_is_help
+    ["daemon"],
+]
+
+
+def test_help_imports_neither_typer_nor_rich_nor_click() -> None:
+    """Each `harness ... --help` above runs in one fresh interpreter, one after the other; after each,
+    no module of Typer (and its click), rich or pydantic may have been imported, nor the I/O stacks behind
+    the commands (trio, the model checker)."""
+    probe = (
+        "import contextlib, io, json, sys\n"
+        "from harness.cli import main\n"
+        "heavy = ('typer', 'click', 'rich', 'pydantic', 'trio', 'harness.models', 'textual')\n"
+        "for argv in json.loads(sys.argv[1]):\n"
+        "    with contextlib.redirect_stdout(io.StringIO()):\n"
+        "        status = main.run(argv)\n"
+        "    loaded = sorted(m for m in sys.modules if m.startswith(heavy))\n"
+        "    print(json.dumps([argv, status, loaded[:3]]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, json.dumps(HELP_ARGVS)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "COLUMNS": "80"},
+    )
+    results = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [argv for argv, _status, _loaded in results] == HELP_ARGVS
+    for argv, status, loaded in results:
+        assert (status, loaded) == (0 if "--help" in argv else 2, []), argv
+
+
+def test_a_reader_that_leaves_early_gets_no_error(tmp_path: Path) -> None:
+    """`harness --help | head -1` printed "harness: internal: BrokenPipeError" when head left first."""
+    for argv in (["--help"], ["session", "run", "--help"], ["team", "--help"]):
+        errors = tmp_path / "stderr"
+        with errors.open("wb") as stderr:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "harness.cli.main", *argv], stdout=subprocess.PIPE, stderr=stderr
+            )
+            assert process.stdout is not None
+            process.stdout.close()  # long before the interpreter has started and written
+            status = process.wait(timeout=120)
+        assert (status, errors.read_text()) == (1, ""), argv
