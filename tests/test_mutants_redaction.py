@@ -1,9 +1,11 @@
 # Issue 19: behaviours of core/redaction.py that scripts/mutate_core.py found no test pinned.
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from harness.core.redaction import DISABLED, Redactor, marker
+from harness.core.redaction import DISABLED, Redactor, disabled, env_var_names, marker, redactor
 
 
 @pytest.mark.parametrize(
@@ -30,3 +32,102 @@ def test_the_disabled_redactor_leaves_text_alone() -> None:
     """HARNESS_REDACTION_DISABLED=1: nothing is redacted, text or JSON."""
     assert DISABLED.text("token ghp_abc123 end") == "token ghp_abc123 end"
     assert DISABLED.value({"ownerToken": "ghp_abc123"}) == {"ownerToken": "ghp_abc123"}
+
+
+# --- each layer and each rule at the core (spec/trace-v1.md's tables) ------------------------------------
+
+KEY = "0123456789abcdef" * 3  # 48 lowercase hex digits: a member key's shape
+TOKEN = "fedcba9876543210" * 4  # 64: an owner token's
+
+
+@pytest.mark.parametrize(
+    ("token", "kind"),
+    [
+        ("sk-ant-api03-Ab_9", "sk-ant"),
+        ("ghp_Ab-9_z", "ghp"),
+        ("ghs_Ab-9_z", "ghs"),
+        ("gho_Ab-9_z", "gho"),
+        ("ghu_Ab-9_z", "ghu"),
+        ("ghr_Ab-9_z", "ghr"),
+        ("github_pat_Ab-9_z", "github_pat"),
+    ],
+)
+def test_each_provider_token_is_replaced_with_every_token_character_after_its_prefix(
+    token: str, kind: str
+) -> None:
+    mark = marker("pattern", kind)
+    assert Redactor().text(f"use {token}. then") == f"use {mark}. then"
+    assert Redactor().text(f"glued{token}") == f"glued{mark}"  # a token glued to other text is still one
+
+
+def test_a_member_key_is_48_hex_digits_standing_alone() -> None:
+    mark = marker("pattern", "member_key")
+    assert Redactor().text(f"key {KEY}.") == f"key {mark}."
+    for not_a_key in (KEY[:-1], KEY + "0", "x" + KEY, KEY + "_", KEY.upper()):
+        assert Redactor().text(f"key {not_a_key}.") == f"key {not_a_key}.", not_a_key
+
+
+def test_an_owner_token_is_redacted_by_shape_only_where_it_is_labelled() -> None:
+    mark = marker("pattern", "owner_token")
+    for label in ('"ownerToken": "', "owner_token=", "OWNER-TOKEN: ", "ownertoken "):
+        assert Redactor().text(f"{label}{TOKEN}") == f"{label}{mark}", label
+    assert Redactor().text(f"digest {TOKEN}") == f"digest {TOKEN}"  # a SHA-256 digest is no token
+    assert Redactor().text(f"owner_token={TOKEN}0") == f"owner_token={TOKEN}0"  # a longer hex run
+
+
+def test_the_allowlist_is_the_default_or_replaced_whole() -> None:
+    assert env_var_names({}) == ("ANTHROPIC_API_KEY", "GH_TOKEN", "GITHUB_TOKEN")
+    assert env_var_names({"HARNESS_REDACTION_ENV_VARS": " A, B,,A "}) == ("A", "B")
+    assert env_var_names({"HARNESS_REDACTION_ENV_VARS": ""}) == ()
+
+
+def test_only_one_disables_redaction() -> None:
+    assert disabled({"HARNESS_REDACTION_DISABLED": "1"})
+    for value in ("0", "true", "yes", ""):
+        assert not disabled({"HARNESS_REDACTION_DISABLED": value})
+    assert not disabled({})
+
+
+def test_an_allowlisted_value_of_eight_characters_or_more_is_redacted_wherever_it_is() -> None:
+    environ = {"GH_TOKEN": "  abcdefgh  ", "ANTHROPIC_API_KEY": "abcdefg"}  # 8 after stripping; 7
+    mark = marker("env", "GH_TOKEN")
+    assert redactor(environ).text("abcdefgh at 0 and abcdefgh, abcdefg") == f"{mark} at 0 and {mark}, abcdefg"
+    assert redactor(environ).text("bcdefgh abcdefg") == "bcdefgh abcdefg"  # parts of it are no secret
+
+
+def test_a_value_is_redacted_as_it_appears_inside_a_json_string_too() -> None:
+    """A trace line is JSON: a secret with a quote, a backslash or a non-ASCII letter appears there escaped,
+    with or without ASCII escapes, and is redacted in each spelling."""
+    secret = 'pa"ss\\wörd'
+    made = redactor({"GH_TOKEN": secret})
+    mark = "[REDACTED:env:GH_TOKEN]"
+    for spelling in (secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]):
+        assert made.text(f"<{spelling}>") == f"<{mark}>", spelling
+    assert len({secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]}) == 3
+
+
+def test_known_keys_and_tokens_are_redacted_everywhere_and_the_first_name_wins() -> None:
+    made = redactor(
+        {"GH_TOKEN": "same-secret", "GITHUB_TOKEN": "same-secret"},
+        member_keys=[" member-key-1 ", "short"],
+        owner_tokens=["owner-token-1"],
+    )
+    assert made.text("same-secret member-key-1 owner-token-1 short") == (
+        "[REDACTED:env:GH_TOKEN] [REDACTED:pattern:member_key] [REDACTED:pattern:owner_token] short"
+    )
+
+
+def test_overlapping_and_nested_detections_are_one_replacement_named_by_the_widest() -> None:
+    made = Redactor((("abcabc", "[A]"), ("cab", "[B]")))
+    assert made.text("abcabcabc!") == "[A]!"  # occurrences at 0 and 3 overlap: nothing of them survives
+    assert made.text("xcab abcabc") == "x[B] [A]"  # the later, longer literal is found first: sorted
+    assert Redactor((("abcdef", "[W]"), ("cd", "[N]"))).text("abcdefg") == "[W]g"
+    assert Redactor((("cdef", "[W]"), ("abcd", "[N]"))).text("abcdefg") == "[N]g"  # one run, the first's name
+
+
+def test_a_json_value_is_redacted_at_every_depth_keys_included_and_distinct() -> None:
+    made = Redactor((("secret-1", "[S]"),))
+    value = {"a": ["x secret-1", ("secret-1",), 5, None], "secret-1": 1, "[S]": 2, "memberKey": 7}
+    assert made.value(value) == {"a": ["x [S]", ["[S]"], 5, None], "[S]": 1, "[S]'": 2, "memberKey": 7}
+    assert made.value("secret-1") == "[S]"
+    assert DISABLED.value(value) is value

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from harness.core import commands as c
-from harness.core.remote_grant import observable
+from harness.core import delivery as d
+from harness.core.remote_grant import EMPTY_GRANTS, Grants, admit, observable
 from tests.team_helpers import TEAM, Driver, member
 
 
@@ -20,3 +21,13 @@ def test_a_paired_machine_observes_only_teams_with_an_active_member_on_it() -> N
     assert d.team.members["mem3"].machine_id == "m-two"
     assert observable(d.team, "m-two") is False
     assert observable(d.team, "m-one") is True
+
+
+def test_the_owners_other_requests_and_a_second_hold_leave_the_grants_as_they_are() -> None:
+    """Once a team's owner is bound, its hold, release, withdrawal of a notice and archive of a team that
+    introduced nobody here change no grant (the branch that falls through to the grants unchanged)."""
+    bound = admit(EMPTY_GRANTS, here="m-here", sender="m-owner", command=d.Hold(1, "t1"), owned_here=())
+    assert isinstance(bound, Grants) and bound.owner("t1") == "m-owner"
+    for command in (d.Hold(2, "t1"), d.Release(2, "t1"), d.WithdrawTeam(2, "t1")):
+        again = admit(bound, here="m-here", sender="m-owner", command=command, owned_here=())
+        assert again is bound, command
