@@ -7,7 +7,7 @@
 #   journal (`<home>/teams/delivery`) and waits until it is durable, and only then acts on the effects:
 #   reports to the owner, write rechecks, timers and the one terminal write. A lock serializes it, so the
 #   journal order is the step order and replay rebuilds the desk exactly. Each durable notice state change is
-#   emitted to its team's trace there (queued, never waited on). `apply_all` steps several commands (the owner
+#   emitted to its team's trace there (written, fsynced later). `apply_all` steps several commands (the owner
 #   requests of one ledger batch) under one append; a look, tick or submit that sets off no report and no
 #   write rides the next append instead of waiting for its own (spec/delivery-v1.md, section 7, Journal).
 # - On start the desk is replayed and told `Restart`: a write that was in flight becomes `unconfirmed` and is

@@ -9,7 +9,7 @@
 # - The finisher takes the stepped commands in order, waits until each is durable, then publishes the new
 #   state to readers and waiters, hands effects on (timers here, desk-bound ones to the effect sink), and
 #   only then answers. Readers see only durable state; nothing leaves before the command that caused it is
-#   on disk. The team's trace (`ledger_events`) is emitted there too: queued, never waited on.
+#   on disk. The team's trace (`ledger_events`) is emitted there too: written at once, fsynced later.
 # - A team whose journal cannot be read or written is stopped (`unavailable`) until the daemon restarts.
 #   Opening and replaying every store (`open_stores`) and that stop's wording are shared with the boards'
 #   runner (io/board_runner.py).

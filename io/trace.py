@@ -1,8 +1,10 @@
 # One trace per team and per session: every ledger, desk, board and orchestrator event as one NDJSON line
 # {"source": ..., "seq": N, "event": {...}}, so a person can replay what happened with `jq` or
 # `harness trace`. seq is monotonic across the whole trace (every file, every restart of the writer); lines
-# are redacted before they are encoded, appended and fsynced (appends that arrive during an fsync share the
-# next, as in io/journal.py), and the trace is bounded by rotation (TraceBounds). A crash can leave one torn
+# are redacted before they are encoded, written and fsynced. Writing and fsyncing are apart: a line written
+# (write(2), on the caller's thread) survives the death of the process, an fsync adds a machine crash, and the
+# daemon's team traces write a step's lines before the step's effects leave but fsync them later, in groups,
+# off the ask's path (TeamTraces). The trace is bounded by rotation (TraceBounds). A crash can leave one torn
 # line at the end of a file: readers skip it and the next writer starts a new file, so no byte of it changes.
 #
 # On-disk layout of one trace directory (0700, files 0600):
@@ -11,8 +13,9 @@
 # The rules are spec/trace-v1.md's.
 from __future__ import annotations
 
-import contextlib
 import json
+import math
+import os
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -174,7 +177,8 @@ class TraceLocked(Exception):
 
 class TraceWriter:
     """The one writer of one trace directory. `emit` redacts, numbers and queues a line without waiting;
-    `flush` (or `append`) makes every line emitted so far durable. All calls run in one trio run."""
+    `write` puts the queued lines in the file (no fsync); `sync` fsyncs what was written; `flush` (or
+    `append`) is both. All calls run in one trio run."""
 
     def __init__(
         self,
@@ -195,6 +199,7 @@ class TraceWriter:
         files = trace_files(directory)
         self._numbers = [number for number, _ in _numbered(f.name for f in files)]
         self._durable_seq = _last_seq(ops, files)
+        self._written_seq = self._durable_seq
         self._next_seq = self._durable_seq + 1
         self._fd: int | None = None
         self._size = 0
@@ -204,7 +209,7 @@ class TraceWriter:
             if data.endswith(b"\n") and len(data) < bounds.file_bytes:
                 self._fd, self._size = ops.open_append(files[-1]), len(data)
         self._pending: list[bytes] = []
-        self._write_lock = trio.Lock()
+        self._sync_lock = trio.Lock()
         self._failure: TraceFailed | None = None
         self._closed = False
 
@@ -283,44 +288,72 @@ class TraceWriter:
         return seq
 
     async def flush(self) -> None:
-        """Make every line emitted so far durable. Lines emitted while an fsync runs share the next one.
-        Cancellation is delivered after the write, not instead of it."""
-        target = self._next_seq - 1
+        """Make every line emitted so far durable: `write`, then `sync`."""
+        self.write()
+        await self.sync()
+
+    def write(self) -> None:
+        """Write every line emitted so far, together, on this thread and without an fsync: from here the death
+        of this process cannot lose them (the kernel holds them), a machine crash still can until `sync`."""
+        if not self._pending:
+            return
+        if self._failure is not None:
+            raise TraceFailed(f"{self._dir}: lines up to seq {self.last_seq} were not written")
+        lines, self._pending = self._pending, []
+        try:
+            self._write_lines(lines)
+        except Exception as error:
+            self._failure = TraceFailed(f"{self._dir}: {error!r}")
+            raise self._failure from error
+        self._written_seq = self.last_seq
+
+    async def sync(self) -> None:
+        """fsync every line written so far. Lines written while an fsync runs share the next one.
+        Cancellation is delivered after the fsync, not instead of it."""
         with trio.CancelScope(shield=True):
-            async with self._write_lock:
+            async with self._sync_lock:
+                target = self._written_seq
                 if self._durable_seq >= target:
                     return
                 if self._failure is not None:
                     raise TraceFailed(f"{self._dir}: lines up to seq {target} were not made durable")
-                lines, last = self._pending, self._next_seq - 1
-                self._pending = []
-                try:
-                    await trio.to_thread.run_sync(self._write_blocking, lines)
-                except Exception as error:
-                    self._failure = TraceFailed(f"{self._dir}: {error!r}")
-                    raise self._failure from error
-                self._durable_seq = last
+                if self._fd is not None:
+                    # A duplicate, so that a rotation (or `abandon`) on the event loop may close the file
+                    # while the fsync runs: the duplicate keeps it open until the fsync is done.
+                    duplicate = os.dup(self._fd)
+                    try:
+                        await trio.to_thread.run_sync(self._fsync_blocking, duplicate)
+                    except Exception as error:
+                        self._failure = TraceFailed(f"{self._dir}: {error!r}")
+                        raise self._failure from error
+                self._durable_seq = max(self._durable_seq, target)
 
-    def _write_blocking(self, lines: list[bytes]) -> None:
+    def _fsync_blocking(self, fd: int) -> None:
+        try:
+            self._ops.fsync(fd)
+        finally:
+            self._ops.close(fd)
+
+    def _write_lines(self, lines: list[bytes]) -> None:
         chunk: list[bytes] = []
         for line in lines:
             if self._fd is None or (self._size and self._size + len(line) > self._bounds.file_bytes):
-                self._sync(chunk)
+                if chunk and self._fd is not None:
+                    write_all(self._ops, self._fd, b"".join(chunk))
                 chunk = []
                 self._rotate()
             chunk.append(line)
             self._size += len(line)
-        self._sync(chunk)
-
-    def _sync(self, chunk: list[bytes]) -> None:
         if chunk and self._fd is not None:
             write_all(self._ops, self._fd, b"".join(chunk))
-            self._ops.fsync(self._fd)
 
     def _rotate(self) -> None:
-        """Start the next file and drop the oldest beyond the bound."""
+        """Start the next file and drop the oldest beyond the bound. The full file is fsynced first: `sync`
+        only ever sees the newest file."""
         ops = self._ops
         if self._fd is not None:
+            if self._durable_seq < self._written_seq:
+                ops.fsync(self._fd)
             ops.close(self._fd)
             self._fd = None
         number = (self._numbers[-1] if self._numbers else 0) + 1
@@ -341,10 +374,17 @@ class TraceWriter:
         finally:
             self._closed = True
             with trio.CancelScope(shield=True):
-                async with self._write_lock:
-                    fd, lock_fd = self._fd, self._lock_fd
-                    self._fd = self._lock_fd = None
-                    close_both(self._ops, fd, lock_fd)
+                async with self._sync_lock:
+                    self.abandon()
+
+    def abandon(self) -> None:
+        """Release the files and the lock now, dropping lines not yet written (a trace that failed). An fsync
+        in progress finishes on its own duplicate of the file."""
+        self._closed = True
+        self._pending = []
+        fd, lock_fd = self._fd, self._lock_fd
+        self._fd = self._lock_fd = None
+        close_both(self._ops, fd, lock_fd)
 
     async def __aenter__(self) -> TraceWriter:
         return self
@@ -498,10 +538,15 @@ def summarize(lines: Iterable[TraceLine]) -> dict[str, object]:
 
 # --- the daemon's team traces -------------------------------------------------------------------------------
 
-# What the daemon's runners call after a step is durable: (team id, source, event). It only queues.
+# What the daemon's runners call after a step is durable and before its effects leave: (team id, source,
+# event). It never waits: the line is written at once when the team's trace is open, else queued.
 TraceEmit = Callable[[str, str, Mapping[str, object]], None]
-# Events queued for the flusher; beyond this a burst is dropped (and counted) rather than pin memory.
+# Events queued for the background task; beyond this a burst is dropped (and counted) rather than pin memory.
 QUEUE_LIMIT: Final = 8192
+# How long written lines wait for their fsync: they share it with every line written meanwhile, so a steady
+# flow of asks costs the trace about one fsync per team per this delay, and none on any ask's path.
+SYNC_DELAY_MS: Final = 1000
+_Event = tuple[str, Mapping[str, object]]  # (source, event) of one team's trace
 
 
 def no_trace(team_id: str, source: str, event: Mapping[str, object]) -> None:
@@ -509,10 +554,13 @@ def no_trace(team_id: str, source: str, event: Mapping[str, object]) -> None:
 
 
 class TeamTraces:
-    """Every team's trace in one data directory (`team_trace_dir`), written by one background task.
+    """Every team's trace in one data directory (`team_trace_dir`).
 
-    The trace observes the daemon and is never on its critical path: `emit` only queues (bounded); `run`
-    opens each team's writer when its first event arrives, emits the batch and flushes it. A team whose trace
+    The trace observes the daemon and is never on its critical path. `emit` writes the line into the team's
+    open trace file at once (write(2), no fsync), so it is in the file before the step's effects leave and
+    before its command is answered: a daemon killed after that loses none of it. One background task opens a
+    team's writer when its first event arrives (those events wait in a bounded queue meanwhile) and fsyncs
+    every written trace `sync_delay_ms` after it was first written to, in one group. A team whose trace
     cannot be opened or written is logged once and traced no more until the daemon restarts; every event
     that was not written is counted in `view` (daemon_status)."""
 
@@ -531,24 +579,38 @@ class TeamTraces:
         self._bounds = bounds
         self._ops = ops
         self._queue: list[tuple[str, str, Mapping[str, object]]] = []
+        self._backlog: dict[str, int] = {}  # team id -> its events queued and not yet handed to its writer
         self._wake = trio.Event()
         self._closing = False
         self._writers: dict[str, TraceWriter] = {}
+        self._unsynced: set[str] = set()  # teams with lines written and not yet fsynced
+        self._sync_at = math.inf  # trio time of the next group fsync
+        self.sync_delay_ms = SYNC_DELAY_MS  # 0: every write is fsynced at once (the bench's baseline)
         self.failed: dict[str, str] = {}  # team id -> why its trace stopped
         self.written = 0
         self.lost = 0
 
     def emit(self, team_id: str, source: str, event: Mapping[str, object]) -> None:
-        """Queue one event for `team_id`'s trace (its "at" is stamped now if it has none). Never raises for a
-        trace problem and never waits."""
-        if self._closing or len(self._queue) >= QUEUE_LIMIT:
+        """Write one event to `team_id`'s trace, or queue it while that trace is being opened (its "at" is
+        stamped now if it has none). Never raises for a trace problem and never waits."""
+        if self._closing or team_id in self.failed:
             self.lost += 1
             return
-        self._queue.append((team_id, source, event if "at" in event else {**event, "at": wall_clock_ms()}))
+        stamped = event if "at" in event else {**event, "at": wall_clock_ms()}
+        writer = self._writers.get(team_id)
+        if writer is not None and not self._backlog.get(team_id):
+            self._write(team_id, writer, [(source, stamped)])
+            return
+        if len(self._queue) >= QUEUE_LIMIT:
+            self.lost += 1
+            return
+        self._queue.append((team_id, source, stamped))
+        self._backlog[team_id] = self._backlog.get(team_id, 0) + 1
         self._wake.set()
 
     def close(self) -> None:
-        """Take no more events; `run` returns once every queued one is written (or counted lost)."""
+        """Take no more events; `run` returns once every queued one is written (or counted lost) and every
+        trace is fsynced."""
         self._closing = True
         self._wake.set()
 
@@ -563,49 +625,69 @@ class TeamTraces:
 
     async def run(self) -> None:
         try:
-            while self._queue or not self._closing:
-                if not self._queue:
+            while self._queue or self._unsynced or not self._closing:
+                if self._queue:
+                    batch, self._queue = self._queue, []
+                    await self._write_queued(batch)
+                elif self._closing or trio.current_time() >= self._sync_at:
+                    await self._sync()
+                else:
                     self._wake = trio.Event()
-                    await self._wake.wait()
-                    continue
-                batch, self._queue = self._queue, []
-                await self._write(batch)
+                    with trio.move_on_at(self._sync_at):
+                        await self._wake.wait()
         finally:
             with trio.CancelScope(shield=True):
+                self._closing = True
                 self.lost += len(self._queue)
                 self._queue = []
                 for team_id, writer in list(self._writers.items()):
                     try:
                         await writer.aclose()
                     except (TraceFailed, OSError) as error:
-                        await self._fail(team_id, error)
+                        self._fail(team_id, error)
                 self._writers.clear()
 
-    async def _write(self, batch: list[tuple[str, str, Mapping[str, object]]]) -> None:
-        counts: dict[str, int] = {}
+    async def _write_queued(self, batch: list[tuple[str, str, Mapping[str, object]]]) -> None:
+        by_team: dict[str, list[_Event]] = {}
         for team_id, source, event in batch:
+            by_team.setdefault(team_id, []).append((source, event))
+        for team_id, events in by_team.items():
             writer = await self._writer(team_id)
+            # Handed over in the same step as the backlog drops: a later emit may then write directly.
+            self._backlog[team_id] -= len(events)
+            if not self._backlog[team_id]:
+                del self._backlog[team_id]
             if writer is None:
-                self.lost += 1
-                continue
-            try:
-                writer.emit(source, event)
-            except (TraceFailed, ValueError, TypeError) as error:  # a bad event is a bug: never a crash
-                self.lost += 1
-                await self._fail(team_id, error)
-                continue
-            counts[team_id] = counts.get(team_id, 0) + 1
-        for team_id, count in counts.items():
-            writer = self._writers.get(team_id)
-            try:
-                if writer is None:
-                    raise TraceFailed("its writer was closed by an earlier failure")
-                await writer.flush()
-            except (TraceFailed, OSError) as error:
-                self.lost += count
-                await self._fail(team_id, error)
+                self.lost += len(events)
             else:
-                self.written += count
+                self._write(team_id, writer, events)
+
+    def _write(self, team_id: str, writer: TraceWriter, events: list[_Event]) -> None:
+        try:
+            for source, event in events:
+                writer.emit(source, event)
+            writer.write()
+        except (TraceFailed, OSError, ValueError, TypeError) as error:  # a bad event is a bug: never a crash
+            self.lost += len(events)
+            self._fail(team_id, error)
+            return
+        self.written += len(events)
+        if not self._unsynced:
+            self._sync_at = trio.current_time() + self.sync_delay_ms / 1000
+            self._wake.set()
+        self._unsynced.add(team_id)
+
+    async def _sync(self) -> None:
+        """One group fsync of every trace written since the last."""
+        teams, self._unsynced, self._sync_at = self._unsynced, set(), math.inf
+        for team_id in teams:
+            writer = self._writers.get(team_id)
+            if writer is None:
+                continue
+            try:
+                await writer.sync()
+            except (TraceFailed, OSError) as error:
+                self._fail(team_id, error)
 
     async def _writer(self, team_id: str) -> TraceWriter | None:
         if team_id in self.failed:
@@ -618,17 +700,20 @@ class TeamTraces:
                     team_trace_dir(self._dir, team_id), redactor, bounds=self._bounds, ops=self._ops
                 )
             except (TraceLocked, TraceDamaged, OSError) as error:
-                await self._fail(team_id, error)
+                self._fail(team_id, error)
                 return None
             self._writers[team_id] = writer
         return writer
 
-    async def _fail(self, team_id: str, error: BaseException) -> None:
+    def _fail(self, team_id: str, error: BaseException) -> None:
         if team_id in self.failed:
             return
         self.failed[team_id] = repr(error)
         self._log(f"trace of team {team_id}: {error!r}; it is not written again until the daemon restarts")
+        self._unsynced.discard(team_id)
         writer = self._writers.pop(team_id, None)
         if writer is not None:
-            with contextlib.suppress(TraceFailed, OSError):
-                await writer.aclose()  # what it still holds is lost with the rest
+            try:
+                writer.abandon()  # what it still holds is lost with the rest
+            except OSError as close_error:
+                self._log(f"trace of team {team_id}: closing it failed: {close_error!r}")

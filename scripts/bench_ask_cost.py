@@ -8,6 +8,8 @@
 # - durable asks/s with CLIENTS concurrent clients (each its own connection, all in one client process), and
 #   the event loop's CPU per ask, as ratios against one bare fsynced append of an ask's bytes measured
 #   in the same run on the same disk.
+# With --baseline every measurement runs twice, the first time with each team trace write fsynced at once (as
+# before the trace rode the group commit: TeamTraces.sync_delay_ms = 0), and the figures print side by side.
 from __future__ import annotations
 
 import collections
@@ -125,6 +127,14 @@ def delivery(daemon: Daemon, team: str, question: str, *, answered: bool = False
     return None if view is None else view.state
 
 
+def daemon_of(home: Path, trace_sync_ms: int | None, **options: Any) -> Daemon:
+    """The measured daemon; `trace_sync_ms` replaces its team traces' fsync delay (None: the daemon's own)."""
+    daemon = Daemon(home, log=lambda line: None, **options)
+    if trace_sync_ms is not None:
+        daemon.traces.sync_delay_ms = trace_sync_ms
+    return daemon
+
+
 class Bench:
     """One daemon of this process and the calls the measurements make to it."""
 
@@ -143,9 +153,9 @@ class Bench:
         return [(await self.call("key", team_id, memberId=name))["memberKey"] for name in names]
 
 
-async def no_terminal(home: Path, counters: Counters) -> dict[str, float]:
+async def no_terminal(home: Path, counters: Counters, trace_sync_ms: int | None) -> dict[str, float]:
     """fsyncs and team revisions per ask and per reply, no terminal attached."""
-    daemon = Daemon(home, log=lambda line: None)
+    daemon = daemon_of(home, trace_sync_ms)
     per: dict[str, float] = {}
     async with trio.open_nursery() as nursery:
         await nursery.start(daemon.run)
@@ -178,7 +188,7 @@ async def no_terminal(home: Path, counters: Counters) -> dict[str, float]:
     return per
 
 
-async def with_terminal(home: Path, counters: Counters) -> dict[str, float]:
+async def with_terminal(home: Path, counters: Counters, trace_sync_ms: int | None) -> dict[str, float]:
     """fsyncs of one ask end to end, until the owner's view says its notice was accepted by the agent."""
     socket = f"harness-bench-{os.getpid()}-{secrets.token_hex(4)}"
     control, log = home.parent / "control", home.parent / "tui.jsonl"
@@ -194,7 +204,7 @@ async def with_terminal(home: Path, counters: Counters) -> dict[str, float]:
     try:
         pane = await new_session(socket, "bob", tui, width=100, height=30, config="/dev/null")
         timing = RunnerTiming(poll_ms=50)
-        daemon = Daemon(home, log=lambda line: None, terminals=terminals, runner_timing=timing)
+        daemon = daemon_of(home, trace_sync_ms, terminals=terminals, runner_timing=timing)
         async with trio.open_nursery() as nursery:
             await nursery.start(daemon.run)
             bench = Bench(daemon)
@@ -225,9 +235,9 @@ def introduction(daemon: Daemon, team: str, name: str) -> str | None:
     return None if view is None else view.state
 
 
-async def throughput(home: Path, counters: Counters) -> dict[str, float]:
+async def throughput(home: Path, counters: Counters, trace_sync_ms: int | None) -> dict[str, float]:
     """Durable asks/s with CLIENTS clients in a process of their own, and the event loop's CPU per ask."""
-    daemon = Daemon(home, limits=BURST, log=lambda line: None)
+    daemon = daemon_of(home, trace_sync_ms, limits=BURST)
     per: dict[str, float] = {}
     async with trio.open_nursery() as nursery:
         await nursery.start(daemon.run)
@@ -317,33 +327,44 @@ def show(title: str, counters: Counters, rounds: int) -> None:
         print(f"    {count / rounds:5.2f}  {what}")
 
 
+def measure(root: Path, trace_sync_ms: int | None) -> dict[str, float]:
+    figures: dict[str, float] = {}
+    for name, run in (("idle", no_terminal), ("wired", with_terminal), ("burst", throughput)):
+        home = root / name / "home"
+        home.parent.mkdir(parents=True)
+        counters = Counters(home)
+        counters.install()
+        try:
+            figures.update(trio.run(run, home, counters, trace_sync_ms))
+        finally:
+            counters.uninstall()
+    return figures
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--clients"]:
         clients(Path(sys.argv[2]))
         return
-    figures: dict[str, float] = {}
+    # (column title, the team traces' fsync delay): the baseline fsyncs every trace write at once.
+    policies: list[tuple[str, int | None]] = [("", None)]
+    if "--baseline" in sys.argv:
+        policies = [("trace fsynced per write", 0), ("trace rides", None)]
+    runs: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        print(f"cost of one ask ({ROUNDS} rounds without a terminal; counts, not times):")
-        for name, run in (("idle", no_terminal), ("wired", with_terminal), ("burst", throughput)):
-            home = root / name / "home"
-            home.parent.mkdir()
-            counters = Counters(home)
-            counters.install()
-            try:
-                figures.update(trio.run(run, home, counters))
-            finally:
-                counters.uninstall()
+        for title, trace_sync_ms in policies:
+            print(f"cost of one ask ({ROUNDS} rounds without a terminal; counts, not times) {title}:")
+            runs.append(measure(root / str(len(runs)), trace_sync_ms))
         bare = bare_appends_per_second(root)
-    for name, value in figures.items():
-        print(f"  {name:55s} {value:8.2f}")
-    print(f"  {'bare fsynced appends/s of an ask record (baseline)':55s} {bare:8.2f}")
-    asks = figures[f"durable asks/s, {CLIENTS} clients"]
-    print(f"  ratio: durable asks/s / bare fsynced appends/s             {asks / bare:8.2f}")
-    print(
-        "  ratio: fsyncs per ask / the one durable append an ask needs  "
-        f"{figures['fsyncs per ask (request to report recorded)'] / 1:8.2f}"
-    )
+    print(f"  {'':55s} " + " ".join(f"{title or 'figure':>24s}" for title, _ in policies))
+    for name in runs[0]:
+        print(f"  {name:55s} " + " ".join(f"{figures[name]:24.2f}" for figures in runs))
+    print(f"  {'bare fsynced appends/s of an ask record (baseline)':55s} {bare:24.2f}")
+    asks = [figures[f"durable asks/s, {CLIENTS} clients"] / bare for figures in runs]
+    print(f"  {'ratio: durable asks/s / bare fsynced appends/s':55s} " + " ".join(f"{r:24.2f}" for r in asks))
+    per_ask = [figures["fsyncs per ask (request to report recorded)"] for figures in runs]
+    title = "ratio: fsyncs per ask / the one durable append an ask needs"
+    print(f"  {title:55s} " + " ".join(f"{r:24.2f}" for r in per_ask))
 
 
 if __name__ == "__main__":

@@ -82,6 +82,80 @@ async def test_rotation_keeps_the_bounds_and_the_newest_lines(tmp_path: Path) ->
         assert await writer.append("desk", {"type": "x"}) == 301
 
 
+class FailingFsync(CountingOps):
+    def fsync(self, fd: int) -> None:
+        super().fsync(fd)
+        raise OSError(5, "EIO")
+
+
+async def test_write_puts_lines_in_the_file_without_an_fsync_and_sync_adds_one(tmp_path: Path) -> None:
+    """The daemon's trace rides the group commit: lines are in the file (safe from a killed process) with no
+    fsync, and one `sync` makes every line written so far durable."""
+    ops = CountingOps()
+    writer = await _open(tmp_path / "t", ops=ops)
+    await writer.append("ledger", {"type": "first"})  # the first file: its name and its line
+    opened = ops.fsyncs
+    for index in range(5):
+        writer.emit("ledger", {"type": "x", "index": index})
+        writer.write()
+    assert _seqs(tmp_path / "t") == [1, 2, 3, 4, 5, 6] and ops.fsyncs == opened
+    assert writer.durable_seq == 1
+    await writer.sync()
+    await writer.sync()  # nothing new: no second fsync
+    assert ops.fsyncs == opened + 1 and writer.durable_seq == 6
+    await writer.aclose()
+
+
+async def test_a_full_file_is_fsynced_before_the_next_is_started(tmp_path: Path) -> None:
+    """`sync` only sees the newest file, so rotation makes the one it leaves durable itself."""
+    ops = CountingOps()
+    bounds = trace.TraceBounds(file_bytes=400, rotated_files=4)
+    async with await _open(tmp_path / "t", ops=ops, bounds=bounds) as writer:
+        writer.emit("ledger", {"type": "x", "pad": "y" * 200})
+        writer.write()
+        written = ops.fsyncs
+        writer.emit("ledger", {"type": "x", "pad": "y" * 200})
+        writer.write()  # past the bound
+        assert ops.fsyncs == written + 1 and len(trace.trace_files(tmp_path / "t")) == 2
+
+
+async def test_a_failed_sync_stops_the_writer(tmp_path: Path) -> None:
+    writer = await _open(tmp_path / "t")
+    writer.emit("ledger", {"type": "x"})
+    writer.write()
+    writer._ops = FailingFsync()  # the disk fails from here
+    with pytest.raises(trace.TraceFailed):
+        await writer.sync()
+    with pytest.raises(trace.TraceFailed):
+        writer.emit("ledger", {"type": "y"})
+    await writer.aclose()
+
+
+async def test_team_traces_fsync_every_written_trace_as_one_group_after_the_delay(tmp_path: Path) -> None:
+    """Lines written at once, one fsync per team per group, the group `sync_delay_ms` after the first."""
+    ops = CountingOps()
+    traces = trace.TeamTraces(tmp_path, lambda: NO_SECRETS, log=lambda line: None, ops=ops)
+    traces.sync_delay_ms = 200
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(traces.run)
+        for team in ("t1", "t2"):
+            traces.emit(team, trace.LEDGER, {"type": "opened"})
+        with trio.fail_after(30):
+            while traces.view()["open"] != 2 or traces.view()["queued"] != 0 or traces._unsynced:
+                await trio.sleep(0.01)
+        opened = ops.fsyncs
+        for index in range(50):
+            traces.emit(f"t{index % 2 + 1}", trace.DESK, {"type": "x", "index": index})
+        assert len(_seqs(trace.team_trace_dir(tmp_path, "t1"))) == 26  # in the file as emitted
+        assert ops.fsyncs == opened
+        with trio.fail_after(30):
+            while traces._unsynced:
+                await trio.sleep(0.01)
+        assert ops.fsyncs == opened + 2
+        traces.close()
+    assert traces.written == 52 and traces.lost == 0
+
+
 async def test_an_oversized_event_is_traced_as_a_stub(tmp_path: Path) -> None:
     async with await _open(tmp_path / "t") as writer:
         await writer.append("alice", {"type": "tool_call", "at": 5, "text": "z" * trace.MAX_LINE_BYTES})

@@ -1,10 +1,17 @@
 # The daemon writes every team's trace (issue 21, "One trace"): a real daemon with scripted terminals runs
 # ask -> delivered -> accepted -> reply -> continuation, and the team's trace under <home>/traces/team-<id>/
 # holds those events in seq order, `harness trace summary --team` times them, no member key or owner token
-# reaches the trace bytes, a restart continues seq, and a trace that cannot be written stops nothing.
+# reaches the trace bytes, a restart continues seq, and a trace that cannot be written stops nothing. The
+# trace rides the journals' group commit (issue 18): an ask's lines are in the file before it is answered and
+# cost it no fsync, and a daemon SIGKILLed mid-burst leaves a trace that parses and holds every answered ask.
+# Run as a module, this file is a daemon that asks nothing of its terminals and waits to be killed.
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +22,17 @@ from harness.cli.main import run
 from harness.core.redaction import redactor
 from harness.io import home as homes
 from harness.io import trace
+from harness.io.agents import AgentRegistry
 from harness.io.board_runner import TRACED_FIELDS
+from harness.io.client import Client, ClientError
 from harness.io.daemon import Daemon
 from harness.io.ledger_runner import END_REASONS
 from harness.io.terminal_port import ScreenState
+from scripts.bench_ask_cost import Counters
 from tests.spec_tables import read_table
-from tests.test_daemon import Api
+from tests.test_daemon import Api, running
 from tests.test_desk_runner import (
+    TIMING,
     FakeTerminals,
     answer_delivery,
     desk_daemon,
@@ -31,6 +42,7 @@ from tests.test_desk_runner import (
     question_delivery,
     until,
 )
+from tests.test_group_commit import BURST
 
 WAIT = 30  # seconds: generous, for a loaded two-core machine
 
@@ -181,8 +193,137 @@ async def test_emit_only_queues_and_a_full_queue_drops_and_counts(tmp_path: Path
 def test_daemon_tables_of_the_spec_equal_code() -> None:
     """spec/trace-v1.md's tables of what the daemon writes are the code's."""
     bounds = {row["bound"]: int(row["value"]) for row in read_table(SPEC, "daemon-bounds")}
-    assert bounds == {"queue_limit": trace.QUEUE_LIMIT}
+    assert bounds == {"queue_limit": trace.QUEUE_LIMIT, "sync_delay_ms": trace.SYNC_DELAY_MS}
     reasons = {row["command"]: row["reason"] for row in read_table(SPEC, "question-end-reasons")}
     assert reasons == {command.__name__: reason for command, reason in END_REASONS.items()}
     fields = [(row["field"], row["traced as"]) for row in read_table(SPEC, "board-fields")]
     assert fields == list(TRACED_FIELDS.items())
+
+
+def _asked(lines: list[trace.TraceLine]) -> list[str]:
+    asks = (line for line in lines if line.source == "ledger" and line.event["type"] == "ask")
+    return [str(line.event["exchangeId"]) for line in asks]
+
+
+def _desk_holds(daemon: Daemon, question_id: str) -> bool:
+    assert daemon.desk is not None
+    return any(notice.subject_id == question_id for notice in daemon.desk.desk.notices.values())
+
+
+async def test_an_ask_costs_the_trace_no_fsync_and_its_lines_are_written_before_it_is_answered(
+    tmp_path: Path,
+) -> None:
+    """Issue 18, "an ask costs one durable append": the trace lines of each batch are in the trace file when
+    the ask is answered (ledger) and when its report is recorded (desk), and none of the asks pays a trace
+    fsync of its own; the lines are fsynced as one group (here: when the daemon stops)."""
+    fake = FakeTerminals({"agent-alice": S.BUSY, "agent-bob": S.BUSY})  # nothing is typed: notices queue
+    counters = Counters(tmp_path)  # the bench's own fsync counters, by store
+    counters.install()
+    try:
+        async with desk_daemon(tmp_path, fake) as daemon:
+            daemon.traces.sync_delay_ms = 3_600_000  # no timed group fsync falls inside the count
+            _, keys = await local_team(daemon)
+            alice = await Api.open(daemon, keys["alice"])
+            traces = daemon.traces
+            await until(lambda: traces.view()["open"] == 1 and traces.view()["queued"] == 0, WAIT)  # direct
+            counters.counting = True
+            for n in range(3):  # the test limits' pending_per_sender
+                await alice("ask", "t1", id=f"q{n}", to="bob", text="Which port?")
+                assert f"q{n}" in _asked(_lines(tmp_path)), "answered before its trace line was written"
+                # The desk's state and its trace lines change in one step, before the desk reports.
+                await until(lambda: _desk_holds(daemon, f"q{n}"), WAIT)  # noqa: B023
+                notices = [line for line in _lines(tmp_path) if line.event.get("exchangeId") == f"q{n}"]
+                assert any(line.source == "desk" for line in notices), "stepped, not traced"
+            asking = dict(counters.counts)
+    finally:
+        counters.counting = False
+        counters.uninstall()
+    journals = sum(count for where, count in asking.items() if "journal" in where)
+    assert journals >= 3 * 2, asking  # each ask's ledger and desk appends: the counters saw them
+    assert not [where for where in asking if where.startswith("team trace")], asking
+    assert counters.counts["team trace: file"] >= 1  # the group fsync at the stop, counted after the asks
+    assert [line.seq for line in _lines(tmp_path)] == list(range(1, len(_lines(tmp_path)) + 1))
+
+
+async def _daemon_until_killed(home: Path) -> None:
+    fake = FakeTerminals({"agent-alice": S.BUSY, "agent-bob": S.BUSY})
+    daemon = Daemon(home, limits=BURST, log=lambda line: None, terminals=lambda r: fake, runner_timing=TIMING)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(daemon.run)
+        _, keys = await local_team(daemon)
+        (home.parent / "keys.json").write_text(json.dumps(keys))
+        await trio.sleep_forever()
+
+
+KILL_AFTER = 20  # answered asks: the daemon is killed the moment the last of them is answered
+
+
+def _ask_until_killed(socket: Path, key: str, acked: list[str], daemon: subprocess.Popen[bytes]) -> None:
+    try:
+        with Client(socket) as connection:
+            for n in range(400):  # within a team's exchanges: the kill comes long before
+                fields = {"id": f"k{n}", "to": "bob", "text": "Which port?"}
+                connection.request("ask", team_id="t1", member_key=key, fields=fields, timeout=WAIT)
+                acked.append(f"k{n}")
+                if len(acked) == KILL_AFTER:
+                    daemon.kill()  # SIGKILL, right as the answer arrived: no time for a trace after it
+    except ClientError:
+        pass  # the daemon was killed: this ask was never answered
+
+
+async def test_a_sigkilled_daemon_leaves_a_trace_that_parses_and_holds_every_answered_ask(
+    tmp_path: Path,
+) -> None:
+    """"a crash may lose at most the trace lines of a batch whose journal append was not acknowledged": a
+    daemon killed amid a burst of asks leaves every answered ask in its trace, the trace parses, a torn last
+    line (as a kill inside a write leaves) is skipped, and the restarted daemon continues seq in a new file
+    without changing a byte of the old."""
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    child = subprocess.Popen([sys.executable, "-m", "tests.test_trace_daemon", str(home)], cwd=Path.cwd())
+    acked: list[str] = []
+    asker: threading.Thread | None = None
+    try:
+        with trio.fail_after(WAIT):
+            while not (tmp_path / "keys.json").exists():
+                assert child.poll() is None, "the daemon died before its team was made"
+                await trio.sleep(0.02)
+        alice = json.loads((tmp_path / "keys.json").read_text())["alice"]
+        socket = home / homes.SOCKET_FILE
+        asker = threading.Thread(target=_ask_until_killed, args=(socket, alice, acked, child))
+        asker.start()
+        asker.join(WAIT)
+        assert not asker.is_alive() and child.wait(WAIT) == -signal.SIGKILL
+    finally:
+        child.kill()  # no shutdown path ran: nothing was fsynced at a stop
+        child.wait(10)
+        if asker is not None:
+            asker.join(WAIT)
+    assert len(acked) == KILL_AFTER
+
+    lines = _lines(home)
+    assert [line.seq for line in lines] == list(range(1, len(lines) + 1))
+    missing = set(acked) - set(_asked(lines))
+    assert not missing, f"answered asks missing from the trace: {sorted(missing)}"
+    newest = trace.trace_files(trace.team_trace_dir(home, "t1"))[-1]
+    torn = newest.read_bytes() + b'{"source":"ledger","seq":'
+    newest.write_bytes(torn)
+    assert _lines(home) == lines
+
+    fake = FakeTerminals({"agent-alice": S.BUSY, "agent-bob": S.BUSY})
+
+    def terminals(registry: AgentRegistry) -> FakeTerminals:
+        return fake
+
+    async with running(home, BURST, terminals=terminals, runner_timing=TIMING) as daemon:
+        await (await Api.open(daemon, alice))("ask", "t1", id="after", to="bob", text="Still there?")
+    again = _lines(home)
+    assert again[: len(lines)] == lines and newest.read_bytes() == torn
+    assert [line.seq for line in again] == list(range(1, len(again) + 1))
+    (after,) = [line for line in again if line.event.get("exchangeId") == "after" and line.source == "ledger"]
+    assert after.seq > lines[-1].seq
+    assert trace.trace_files(trace.team_trace_dir(home, "t1"))[-1] != newest
+
+
+if __name__ == "__main__":
+    trio.run(_daemon_until_killed, Path(sys.argv[1]))
