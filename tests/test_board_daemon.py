@@ -330,3 +330,32 @@ def test_an_inconsistent_board_checkpoint_is_refused_as_a_whole() -> None:
     assert refused.board is None and "inconsistent: B2" in refused.refused[0].reason
     found = recover("t1", [(7, {"journalVersion": 1, "board": board_to_json(state)})])
     assert found.board == state and found.refused == ()
+
+
+async def test_a_board_step_breaking_an_invariant_stops_that_board(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 19: "the daemon, with invariants on, stops that team with `corrupt_state`", for the board: a
+    board reducer that skips a revision (B10) stands in for a core bug. The step is never applied, that board
+    answers corrupt_state from then on, and another team's board goes on."""
+    from harness.core.outcome import Accepted
+    from harness.io import board_runner
+
+    def faulty(board: b.Board, command: b.BoardCommand, limits: b.BoardLimits) -> b.BoardOutcome:
+        outcome = b.step(board, command, limits)
+        if isinstance(outcome, Accepted) and outcome.changed and board.session.team_id == "bad":
+            return attrs_evolve(
+                outcome, state=attrs_evolve(outcome.state, revision=outcome.state.revision + 1)
+            )
+        return outcome
+
+    monkeypatch.setattr(board_runner, "step", faulty)
+    note = {"type": "send_note", "to": {"kind": "member", "name": "bob"}, "text": "hello"}
+    async with running(tmp_path, faults=1) as daemon:
+        owner = await Api.open(daemon)
+        good, bad = await team_with_keys(owner, "good"), await team_with_keys(owner, "bad")
+        refused = await (await Api.open(daemon, bad["alice"])).error("board", "bad", id="n1", command=note)
+        assert refused.code == "corrupt_state" and "invariant B10" in refused.detail, refused.detail
+        assert (await owner.error("board_get", "bad")).code == "corrupt_state"
+        sent = await (await Api.open(daemon, good["alice"]))("board", "good", id="n1", command=note)
+        assert sent["revision"] >= 1

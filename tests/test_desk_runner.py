@@ -5,11 +5,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import attrs
+import pytest
 import trio
 
 from harness.core import delivery as d
+from harness.core.limits import Limits
+from harness.core.outcome import Accepted
 from harness.core.records import DeliveryView, Team
 from harness.io.agents import AgentRegistry
 from harness.io.daemon import Daemon, now_ms
@@ -306,3 +310,41 @@ async def test_a_restated_notice_the_desk_holds_tells_the_owner_its_state_again(
         await until(lambda: is_(intro(daemon, "bob"), "delivered"))
         written = fake.written_to("agent-bob")
         assert len(written) == 1 and "rendered anew" not in written[0]  # held once, its first text stands
+
+
+async def test_a_desk_step_breaking_an_invariant_stops_the_desk_before_it_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 19: "the daemon, with invariants on, stops that team with `corrupt_state`", for the desk: a desk
+    reducer that records q1's notice as delivered the moment it is submitted (no write, D-rules broken)
+    stands in for a core bug. The step is never applied: the desk stops as corrupt_state, nothing more is
+    typed into any terminal, and the ledger still holds the question, open."""
+    original = d.step
+
+    def faulty(desk: d.Desk, command: d.DeskCommand, limits: Limits) -> Any:
+        outcome = original(desk, command, limits)
+        if isinstance(command, d.Submit) and command.subject_id == "q1" and isinstance(outcome, Accepted):
+            notice = outcome.state.notices[command.notice_id]
+            delivered = attrs.evolve(notice, state=d.DeliveryState.DELIVERED)
+            broken = attrs.evolve(outcome.state, notices=outcome.state.notices.set(notice.id, delivered))
+            return attrs.evolve(outcome, state=broken)
+        return outcome
+
+    monkeypatch.setattr(d, "step", faulty)
+    fake = FakeTerminals({"agent-alice": S.IDLE, "agent-bob": S.IDLE})
+    async with running(tmp_path, LIMITS, terminals=lambda _: fake, runner_timing=TIMING, faults=1) as daemon:
+        _owner, keys = await local_team(daemon)
+        await until(
+            lambda: is_(intro(daemon, "bob"), "delivered") and is_(intro(daemon, "alice"), "delivered")
+        )
+        writes = len(fake.writes)
+        alice = await Api.open(daemon, keys["alice"])
+        await alice("ask", "t1", id="q1", to="bob", text="Which endpoint?")
+        desk = daemon.desk
+        assert desk is not None
+        await until(lambda: desk.unavailable is not None, seconds=60)
+        assert desk.unavailable is not None and desk.unavailable.startswith("corrupt_state")
+        assert "t1/q1/question" not in desk.desk.notices  # never applied
+        assert daemon.durable.teams["t1"].exchanges["q1"].state.value == "open"
+        await trio.sleep(0.2)
+        assert len(fake.writes) == writes  # nothing typed after the broken step
