@@ -25,6 +25,7 @@
 # every state in which nothing can move has a drained link.
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator
 from operator import attrgetter
 
@@ -180,10 +181,23 @@ class Move:
     refusal: tuple[Command, str] | None = None  # a retry answered from the cache with a refusal (its code)
 
 
-def moves(link: Link) -> Iterator[Move]:
+def moves(link: Link) -> tuple[Move, ...]:
     """Every step the link may take: hand over any frame in flight (its answer returning or lost), lose or
     repeat one, a sender retrying early (its last attempt still in flight, its answer slow), or the two
     machines pairing again."""
+    return _memo_moves(link, tuple(frame.command for frame in link.flight))
+
+
+# Explored worlds share a link far more often than not (five to six per link in two-machines-lossy-link:
+# they differ in their desks, screens or clock), and a link's moves are a function of the link alone. Its
+# frames' commands are part of the key: a frame compares without its command, and two links that compare
+# equal may still carry different commands in flight (the request ids of different histories).
+@functools.lru_cache(maxsize=1 << 16)
+def _memo_moves(link: Link, _commands: tuple[Command, ...]) -> tuple[Move, ...]:
+    return tuple(_moves(link))
+
+
+def _moves(link: Link) -> Iterator[Move]:
     for frame in _sorted(set(link.flight)):
         yield _hand_over(link, frame, answered=True)
         if link.losses > 0 and link.faults > 0:

@@ -285,6 +285,10 @@ def _apply(world: World, config: Config, protocol: Protocol, action: Action) -> 
     outcome = protocol.step(world.system, action, config.limits)
     if isinstance(outcome, Rejected):
         return None
+    if not outcome.effects and outcome.state is world.system:
+        # Most inputs a world offers change nothing (a retried ask, a repeated retrieval, an idle timer):
+        # the shell has nothing to take in, so the world is this one with no harm seen on this step.
+        return replace(world, harm=()) if world.harm else world
     changes = _absorb(world, config, outcome.effects)
     return replace(world, system=outcome.state, **changes)
 
@@ -634,7 +638,7 @@ def _link(world: World, config: Config, protocol: Protocol) -> Iterator[tuple[st
             yield move.label, moved
             continue
         _direction, seq, command = move.arrived
-        command = attrs.evolve(command, at=world.now)
+        command = replace(command, at=world.now)
         if not isinstance(command, RecordDelivery):
             arrived, refusal = _at_remote_desk(moved, config, protocol, config.link.owner, command)
             if refusal is not None:  # the desk never sees it; the sender's item is answered with the refusal
@@ -664,13 +668,7 @@ def _at_remote_desk(
     receiver's clock. A refusal reaches no desk and changes nothing here."""
     assert config.link is not None and world.link is not None
     here = config.link.remote
-    admitted = protocol.admit(
-        world.grants.get(here, EMPTY_GRANTS),
-        here=here,
-        sender=sender,
-        command=command,
-        owned_here=frozenset(),
-    )
+    admitted = _admitted(protocol.admit, world.grants.get(here, EMPTY_GRANTS), here, sender, command)
     if isinstance(admitted, Rejected):
         return world, admitted
     desk = world.system.desks.get(here)
@@ -687,6 +685,15 @@ def _at_remote_desk(
         world, grants=world.grants.set(here, admitted), doors=doors, forged=forged, link=link
     )
     return _apply(admitted_world, config, protocol, Arrived(here, command)) or admitted_world, None
+
+
+# The hostile machine offers the same few requests at most worlds, and a desk's grant changes rarely; a grant
+# decision is a pure function of its arguments (a mutant's `admit` is keyed apart from the real one).
+@functools.lru_cache(maxsize=1 << 16)
+def _admitted(
+    admit: Admit, grants: Grants, here: str, sender: str, command: GrantedRequest | Consumption
+) -> Grants | Rejected:
+    return admit(grants, here=here, sender=sender, command=command, owned_here=frozenset())
 
 
 def _team_owner(config: Config, team_id: str) -> str | None:
@@ -856,19 +863,11 @@ def _spanning_findings(system: System, now: int) -> tuple[Violation, ...]:
 
 def always(world: World, config: Config, protocol: Protocol) -> list[Violation]:
     found = list(world.harm)
-    ledger = world.system.ledger
-    found.extend(_ledger_findings(ledger, config.limits))
-    for desk in world.system.desks.values():  # each desk's own invariants, then what spans them
-        found.extend(_desk_findings(desk, config.limits))
+    own, shared = _system_findings(world.system, config.limits)
+    found.extend(own)
     found.extend(_spanning_findings(_settled(world), world.now))
-    team = ledger.teams[TEAM]
-    for desk in world.system.desks.values():
-        for notice in desk.notices.values():
-            if notice.kind is NoticeKind.ANSWER:
-                exchange = team.exchanges.get(notice.subject_id)
-                if exchange is not None and exchange.answer is not None and exchange.answer.late:
-                    found.append(("no-continuation-from-late-answer", f"{notice.id} resumes a late answer"))
-    found.extend(_holds(world.system, team))
+    found.extend(shared)
+    team = world.system.ledger.teams[TEAM]
     for agent, waiting in enumerate(world.waiting):
         if waiting is None:
             continue
@@ -879,6 +878,27 @@ def always(world: World, config: Config, protocol: Protocol) -> list[Violation]:
         ):
             found.append(("no-wait-blocked-by-pending-question", f"m{agent} stays blocked on {exchange_id}"))
     return found
+
+
+# Twice as many explored worlds as systems: they differ in screens, clock or timers and share a system.
+@functools.lru_cache(maxsize=1 << 16)
+def _system_findings(system: System, limits: Limits) -> tuple[tuple[Violation, ...], tuple[Violation, ...]]:
+    """What `always` finds from the system alone, in its order: the ledger's and each desk's invariants
+    (before the spanning ones, which read the clock), then late answers still resumed and the holds."""
+    ledger = system.ledger
+    own = list(_ledger_findings(ledger, limits))
+    for desk in system.desks.values():
+        own.extend(_desk_findings(desk, limits))
+    team = ledger.teams[TEAM]
+    shared: list[Violation] = []
+    for desk in system.desks.values():
+        for notice in desk.notices.values():
+            if notice.kind is NoticeKind.ANSWER:
+                exchange = team.exchanges.get(notice.subject_id)
+                if exchange is not None and exchange.answer is not None and exchange.answer.late:
+                    shared.append(("no-continuation-from-late-answer", f"{notice.id} resumes a late answer"))
+    shared.extend(_holds(system, team))
+    return tuple(own), tuple(shared)
 
 
 def _holds(system: System, team: Team) -> list[Violation]:

@@ -1,8 +1,9 @@
 # The checker's speed-ups change how fast it searches, never what it finds (issue 18, "a fast checker"): the
 # hash-consed symmetry key folds exactly the worlds the reference serialization folds, also when its identity
 # memo starts again; a search keyed by it reaches the same states and catches the same mutants with traces as
-# short as the plain search; and `harness check --jobs` reports what one process reports, in catalogue order,
-# stopping at the first violation.
+# short as the plain search; the link's memoized moves are the moves of the link in hand, and a search with
+# them reaches what one without them reaches; and `harness check --jobs` reports what one process reports, in
+# catalogue order, stopping at the first violation.
 from __future__ import annotations
 
 import json
@@ -14,6 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli.app import app
+from harness.core.commands import RecordDelivery
+from harness.models import link as ln
 from harness.models.checker import Result, Transition, explore
 from harness.models.mutants import MUTANTS
 from harness.models.scenarios import SCENARIOS, WorldModel
@@ -115,6 +118,27 @@ def test_mutants_are_caught_in_the_symmetric_scenario_as_by_the_plain_search(mut
     assert fast.violation is not None and slow.violation is not None
     assert fast.violation.property == slow.violation.property
     assert len(fast.violation.labels) == len(slow.violation.labels), "breadth-first: a shortest trace"
+
+
+def test_memoized_link_moves_carry_the_commands_of_the_link_in_hand() -> None:
+    """A frame compares without its command: two links equal by == may carry different requests in flight
+    (a leftover copy of request id 1 from two different histories), and each must hand over its own."""
+    first, second = (RecordDelivery(0, "t", f"t/q{n}/question", "queued") for n in (0, 1))
+    one, other = (ln.Link(ln.REAL_TRANSPORT, flight=(ln.Frame(ln.UP, 1, 1, 1, c),)) for c in (first, second))
+    assert one == other, "else this test shows nothing"
+    assert ln.moves(one)[0].arrived == (ln.UP, 1, first)
+    assert ln.moves(other)[0].arrived == (ln.UP, 1, second)
+
+
+def test_the_search_with_memoized_link_moves_reaches_the_states_of_one_without(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    link_scenario = SCENARIOS["two-machines-lossy-link"]
+    fast = explore(link_scenario, 6)
+    monkeypatch.setattr(ln, "moves", lambda link: tuple(ln._moves(link)))
+    slow = explore(link_scenario, 6)
+    assert fast.violation is None and slow.violation is None
+    assert counts(fast) == counts(slow) and fast.states > 1_000
 
 
 def check(*argv: str) -> tuple[int, dict[str, Any]]:
