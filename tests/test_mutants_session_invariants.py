@@ -251,3 +251,22 @@ def test_an_order_naming_a_missing_ask_is_reported_not_a_crash() -> None:
     session = asked()
     broken = attrs.evolve(session, ask_order=(*session.ask_order, "q-missing"))
     assert "the ask order does not list every ask once" in codes(session_violations(broken), "S7")
+
+
+def test_s6_a_release_not_for_no_answer() -> None:
+    d, _, _ = released()
+    ask = d.state.asks["q1:alice"]
+    other = attrs.evolve(ask, reason="concluded")
+    found = session_violations(attrs.evolve(d.state, asks=d.state.asks.set(ask.id, other)))
+    assert "ask 'q1:alice' was released without its reminder and grace, or not for no_answer" in codes(
+        found, "S6"
+    )
+
+
+def test_s13_an_ended_ask_never_changes() -> None:
+    d, reminded, _ = released()
+    answered = reminded.asks["q1:bob"]
+    rewritten = attrs.evolve(answered, reason="rewritten")
+    changed = attrs.evolve(reminded, asks=reminded.asks.set(answered.id, rewritten))
+    found = step_violations(reminded, s.Tick(d.now), Accepted(changed))
+    assert ("S13", "ended ask 'q1:bob' changed") in found
