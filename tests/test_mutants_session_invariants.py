@@ -270,3 +270,32 @@ def test_s13_an_ended_ask_never_changes() -> None:
     changed = attrs.evolve(reminded, asks=reminded.asks.set(answered.id, rewritten))
     found = step_violations(reminded, s.Tick(d.now), Accepted(changed))
     assert ("S13", "ended ask 'q1:bob' changed") in found
+
+
+def test_s7_an_operation_filed_under_another_id() -> None:
+    session = asked()
+    op, command = next(iter(session.operations.items()))
+    misfiled = attrs.evolve(session, operations=session.operations.delete(op).set("elsewhere", command))
+    assert f"operation {op!r} is filed under 'elsewhere'" in codes(session_violations(misfiled), "S7")
+
+
+def test_s11_a_conclusion_that_leaves_an_ask_uncancelled() -> None:
+    d = facilitated()
+    d.ask("chair", to="alice", op="q1")
+    before = d.state
+    concluded = d.ok(s.Conclude(d.now, "chair", "done"))
+    kept = tuple(e for e in concluded.effects if not isinstance(e, s.CancelAsk))
+    found = step_violations(before, s.Conclude(d.now, "chair", "done"), attrs.evolve(concluded, effects=kept))
+    assert any(why.startswith("in flight ['q1']") for why in codes(found, "S11")), found
+
+
+def test_s12_a_reminder_sent_to_someone_else() -> None:
+    d = facilitated()
+    d.ask("chair", to="alice", op="q1")
+    before = d.state
+    reminded = d.tick(T0 + 5 * MIN)
+    moved = tuple(
+        attrs.evolve(e, participant="bob") if isinstance(e, s.SubmitReminder) else e for e in reminded.effects
+    )
+    found = step_violations(before, s.Tick(d.now), attrs.evolve(reminded, effects=moved))
+    assert "the reminder for 'q1' went to 'bob', not its addressee" in codes(found, "S12")
