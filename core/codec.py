@@ -237,13 +237,20 @@ def exchange_view(exchange: Exchange) -> dict[str, Any]:
 
 def team_view(team: Team) -> dict[str, Any]:
     return {
+        **team_header(team),
+        "members": [member_view(team.members[member_id]) for member_id in team.member_order],
+        "exchanges": [exchange_view(team.exchanges[exchange_id]) for exchange_id in team.exchange_order],
+    }
+
+
+def team_header(team: Team) -> dict[str, Any]:
+    """A team's own fields, without its records: every view of it starts here (core/team_delta.py too)."""
+    return {
         "id": team.id,
         "name": team.name,
         "state": team.state.value,
         "revision": team.revision,
         "createdAt": team.created_at,
-        "members": [member_view(team.members[member_id]) for member_id in team.member_order],
-        "exchanges": [exchange_view(team.exchanges[exchange_id]) for exchange_id in team.exchange_order],
     }
 
 

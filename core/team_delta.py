@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.core.codec import exchange_view, member_view
+from harness.core.codec import exchange_view, member_view, team_header
 from harness.core.records import Team
 
 # The team's own fields a delta always carries (they are a few bytes, and a watcher's header shows them).
@@ -35,17 +35,6 @@ def team_delta(old: Team, new: Team) -> dict[str, Any] | None:
             for exchange_id in new.exchange_order
             if old.exchanges.get(exchange_id) is not new.exchanges[exchange_id]
         ],
-    }
-
-
-def team_header(team: Team) -> dict[str, Any]:
-    """The fields of `codec.team_view` other than its two lists (a test keeps the two equal)."""
-    return {
-        "id": team.id,
-        "name": team.name,
-        "state": team.state.value,
-        "revision": team.revision,
-        "createdAt": team.created_at,
     }
 
 
