@@ -40,11 +40,9 @@ import nacl.encoding
 import nacl.exceptions
 import nacl.hash
 import nacl.public
-import trio
 
 from harness.core.bounded_json import JsonRefused, parse_json
 from harness.io import home as homes
-from harness.io.relay import Frame, RelayError, connect_relay
 from harness.io.seal import Identity, b64, fingerprint, load_identity, unb64
 from harness.io.throttled_log import ThrottledLog
 
@@ -525,6 +523,11 @@ def _reply_refusal(reply: dict[str, Any]) -> PairingError:
 
 async def accept_code(home: Path, text: str, *, timeout: float = ACCEPT_TIMEOUT) -> Peer:
     """Machine B's side of `pair accept CODE`: completes the handshake through the code's relay."""
+    # Imported here: only accepting a code talks to a relay; `pair create|list` start without trio.
+    import trio
+
+    from harness.io.relay import Frame, RelayError, connect_relay
+
     code = parse_code(text)
     if time.time() > code.expires_at:
         raise PairingError(CODE_EXPIRED, "this pairing code has expired; ask for a new one")
