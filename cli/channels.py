@@ -28,7 +28,7 @@ HomeOpt = Annotated[
 
 def _current(opts: Options) -> ch.Setting:
     from harness.core import channels as ch
-    from harness.io.channels import SettingError, read_setting
+    from harness.io.channel_setting import SettingError, read_setting
 
     try:
         return read_setting(homes.resolve_home(opts.home))
@@ -38,7 +38,7 @@ def _current(opts: Options) -> ch.Setting:
 
 def _set(opts: Options, setting: ch.Setting, changed: bool) -> None:
     if changed:
-        from harness.io.channels import write_setting
+        from harness.io.channel_setting import write_setting
 
         try:
             write_setting(homes.ensure_home(homes.resolve_home(opts.home)), setting)

@@ -5,10 +5,7 @@
 # registered) and never any other: panes the user did not register are not looked at.
 from __future__ import annotations
 
-import json
-import os
 import secrets
-import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -18,15 +15,12 @@ import trio
 from harness.core import channels as ch
 from harness.core.limits import Limits
 from harness.core.records import Ledger
-from harness.io import home as homes
 from harness.io.agents import AgentEntry, AgentRegistry
+from harness.io.channel_setting import SettingError, read_setting
 from harness.io.rpc import BAD_REQUEST, FrameError, Request
 from harness.io.team_access import ActionError, Handler
 from harness.io.tmux import ProcessRunner, TmuxError
 
-SETTING_FILE = "channels.json"
-FORMAT_VERSION = 1
-MAX_SETTING_BYTES = 4_096  # the file holds three fields; anything larger is not ours
 PERIOD_SECONDS = 1.0  # how often the keeper looks at the windows while channels are on
 # One line per pane; the session name comes last since it is the one field that may hold a tab.
 PANE_FIELDS = (
@@ -41,45 +35,6 @@ PANE_FIELDS = (
 PANE_FORMAT = "\t".join(f"#{{{name}}}" for name in PANE_FIELDS)
 # What tmux says when the server or its socket is not there: every pane of it is gone, not unseen.
 _NO_SERVER = ("no server running", "error connecting to", "No such file or directory")
-
-
-class SettingError(Exception):
-    """The settings file is damaged; it is kept as it is and reported, never taken for `off`."""
-
-
-def read_setting(home: Path) -> ch.Setting:
-    path = home / SETTING_FILE
-    try:  # non-blocking and regular files only: a FIFO put in its place must not stop the daemon's loop
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return ch.OFF
-    except OSError as error:
-        raise SettingError(f"{path} cannot be read ({error.strerror or error})") from None
-    try:
-        regular = stat.S_ISREG(os.fstat(fd).st_mode)
-        raw = os.read(fd, MAX_SETTING_BYTES + 1) if regular else b""
-    finally:
-        os.close(fd)
-    try:
-        if not regular:
-            raise ValueError("not a regular file")
-        if len(raw) > MAX_SETTING_BYTES:
-            raise ValueError(f"larger than {MAX_SETTING_BYTES} bytes")
-        data = json.loads(raw)
-        if not isinstance(data, dict) or data.get("version") != FORMAT_VERSION:
-            raise ValueError(f"expected an object with version {FORMAT_VERSION}")
-        enabled, epoch = data.get("enabled"), data.get("epoch")
-        if type(enabled) is not bool or type(epoch) is not int or not 0 <= epoch < 2**31:
-            raise ValueError("'enabled' must be true or false and 'epoch' a small whole number")
-    except ValueError as error:
-        raise SettingError(f"{path} is damaged ({error}); delete it to reset channels to off") from None
-    return ch.Setting(enabled, epoch)
-
-
-def write_setting(home: Path, setting: ch.Setting) -> None:
-    """Atomically replace the setting (temp, fsync, rename, fsync directory), mode 0600."""
-    data = {"version": FORMAT_VERSION, "enabled": setting.enabled, "epoch": setting.epoch}
-    homes.write_private_json(home / SETTING_FILE, data)
 
 
 # --- the look ---------------------------------------------------------------------------------------------
@@ -216,7 +171,3 @@ class ChannelKeeper:
     async def _act(self, action: str, team_id: str | None, fields: dict[str, Any]) -> None:
         request = Request(secrets.token_hex(8), action, team_id, None, None, fields)
         await self._actions[action](request)
-
-
-def setting_view(setting: ch.Setting) -> dict[str, Any]:
-    return {"enabled": setting.enabled, "epoch": setting.epoch}

@@ -22,6 +22,7 @@ from harness.core.limits import DEFAULT_LIMITS, Limits
 from harness.core.outcome import Accepted
 from harness.core.records import Ledger, MembershipState, Team, TeamState
 from harness.core.team import step
+from harness.io import channel_setting
 from harness.io import channels as io_channels
 from harness.io.agents import AgentEntry, AgentRegistry, Engine, StartedBy, TmuxPane
 from harness.io.channels import ChannelKeeper
@@ -201,10 +202,10 @@ def test_channels_follow_any_sequence_of_looks(looks: list[tuple[bool, dict[str,
 
 
 def test_the_setting_round_trips_privately(tmp_path: Path) -> None:
-    assert io_channels.read_setting(tmp_path) == ch.OFF
-    io_channels.write_setting(tmp_path, ch.Setting(True, 3))
-    assert io_channels.read_setting(tmp_path) == ch.Setting(True, 3)
-    assert stat.S_IMODE((tmp_path / io_channels.SETTING_FILE).stat().st_mode) == 0o600
+    assert channel_setting.read_setting(tmp_path) == ch.OFF
+    channel_setting.write_setting(tmp_path, ch.Setting(True, 3))
+    assert channel_setting.read_setting(tmp_path) == ch.Setting(True, 3)
+    assert stat.S_IMODE((tmp_path / channel_setting.SETTING_FILE).stat().st_mode) == 0o600
 
 
 @pytest.mark.parametrize(
@@ -222,16 +223,16 @@ def test_the_setting_round_trips_privately(tmp_path: Path) -> None:
     ],
 )
 def test_a_damaged_setting_is_refused_not_taken_for_off(tmp_path: Path, content: bytes) -> None:
-    (tmp_path / io_channels.SETTING_FILE).write_bytes(content)
-    with pytest.raises(io_channels.SettingError, match="is damaged"):
-        io_channels.read_setting(tmp_path)
+    (tmp_path / channel_setting.SETTING_FILE).write_bytes(content)
+    with pytest.raises(channel_setting.SettingError, match="is damaged"):
+        channel_setting.read_setting(tmp_path)
 
 
 def test_a_fifo_in_place_of_the_setting_does_not_block(tmp_path: Path) -> None:
     """Reproduces the attack: a reader that opened the path plainly would wait forever for a writer."""
-    os.mkfifo(tmp_path / io_channels.SETTING_FILE)
-    with pytest.raises(io_channels.SettingError, match="not a regular file"):
-        io_channels.read_setting(tmp_path)
+    os.mkfifo(tmp_path / channel_setting.SETTING_FILE)
+    with pytest.raises(channel_setting.SettingError, match="not a regular file"):
+        channel_setting.read_setting(tmp_path)
 
 
 def test_the_pane_list_parse() -> None:
@@ -332,19 +333,19 @@ def _keeper(
 
 def test_a_damaged_registry_is_not_a_machine_without_agents(tmp_path: Path) -> None:
     """Reproduces the hazard: an unreadable agents.json read as empty would remove every channel member."""
-    io_channels.write_setting(tmp_path, ON)
+    channel_setting.write_setting(tmp_path, ON)
     ledger = follow(Ledger(), ON, seen({"a": 0, "b": 0}))
     damaged = AgentRegistry(tmp_path / "agents.json", {}, unavailable="agents.json is damaged")
     keeper, called, lines = _keeper(tmp_path, ledger, damaged, refuse=False)
     trio.run(keeper.sync)
     assert called == [] and len(lines) == 1 and "corrupt_state" in lines[0]
-    io_channels.write_setting(tmp_path, ch.disabled_setting(ON))  # disabling needs no registry
+    channel_setting.write_setting(tmp_path, ch.disabled_setting(ON))  # disabling needs no registry
     trio.run(keeper.sync)
     assert called == [f"archive {channel(ON, 0)}"]
 
 
 def test_a_refused_operation_is_logged_once_and_retried(tmp_path: Path) -> None:
-    io_channels.write_setting(tmp_path, ch.disabled_setting(ON))
+    channel_setting.write_setting(tmp_path, ch.disabled_setting(ON))
     ledger = follow(Ledger(), ON, seen({"a": 0}))
     keeper, called, lines = _keeper(tmp_path, ledger, AgentRegistry(tmp_path / "agents.json"), refuse=True)
     trio.run(keeper.sync)
