@@ -580,10 +580,16 @@ def doctor(
     """Check every ledger store (read-only, safe beside a running daemon); exit 1 if any is damaged. Also
     shows what the running daemon's listeners refused and dropped, and its relay link (state, last error,
     what paired machines and strangers had refused)."""
+    from harness.core.records import ID_PATTERN
     from harness.io.doctor import daemon_listeners, inspect_data_dir, over_limit_lines
+    from harness.io.journal import ledger_store_dir
 
     opts = Options().merge(json_out, home, None, None)
+    if team is not None and not ID_PATTERN.fullmatch(team):  # it names a directory to read: never a path
+        usage(opts, f"--team {team!r} is not a team id")
     home_dir = homes.resolve_home(home)
+    if team is not None and not ledger_store_dir(home_dir, team).is_dir():
+        fail(opts, output.PROTOCOL_ERROR, "not_found", f"no team {team!r} in {home_dir}")
     report = inspect_data_dir(home_dir, team_id=team)
     daemon = daemon_listeners(home_dir)
     report["daemon"] = daemon

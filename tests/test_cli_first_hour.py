@@ -178,3 +178,21 @@ def test_common_commands_import_only_what_they_need(tmp_path: Path, args: list[s
 def test_typer_commands_still_import_typer(tmp_path: Path) -> None:
     """The counting above can fail: a command the fast path leaves to Typer (a usage error) imports it."""
     assert "typer" in imported(tmp_path, "daemon", "status", "--nope")
+
+
+@pytest.mark.parametrize("team", ["", "..", "../../etc", "a/b"])
+def test_doctor_refuses_a_team_that_is_not_a_team_id(tmp_path: Path, team: str) -> None:
+    """Found by the 2,000-example fuzz: `doctor --team ''` inspected the ledgers directory itself as a store
+    and reported it damaged; a path in --team named a directory outside the data directory to read."""
+    done = run(tmp_path / "home", "doctor", "--team", team)
+    assert done.returncode == 2 and done.stdout == "", done
+    assert done.stderr.startswith("harness: bad_request: --team") and done.stderr.count("\n") == 1, done
+    shown = json.loads(run(tmp_path / "home", "doctor", "--team", team, "--json").stdout)
+    assert shown["error"] == "bad_request"
+
+
+def test_doctor_of_a_team_this_data_directory_lacks_is_not_found(tmp_path: Path) -> None:
+    """Found by the fuzz: `doctor --team ID` of an absent team printed a whole report of one damaged store."""
+    done = run(tmp_path / "home", "doctor", "--team", "t-absent")
+    assert done.returncode == 1 and done.stdout == "", done
+    assert done.stderr.startswith("harness: not_found: no team 't-absent'") and done.stderr.count("\n") == 1
