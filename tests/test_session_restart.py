@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,31 +16,12 @@ import pytest
 
 from harness.io import home as homes
 from harness.io.trace import read_trace, session_trace_dir
-from tests.test_session_run import HARNESS, SESSION_SECONDS, harness, member, ok, pane
+from tests.test_session_run import HARNESS, SESSION_SECONDS, daemon_home, harness, member, ok, pane, until
 
 
 @pytest.fixture
 def home(tmp_path: Path) -> Iterator[Path]:
-    home = tmp_path / "home"
-    ok(harness(home, "daemon", "start"))
-    try:
-        yield home
-    finally:
-        harness(home, "daemon", "stop", "--agents")
-        kill = ["tmux", "-S", str(home / "tmux" / "agents.sock"), "kill-server"]
-        subprocess.run(kill, capture_output=True, check=False)
-
-
-def wait_for(what: str, check: Any, started: subprocess.Popen[str]) -> Any:
-    deadline = time.monotonic() + SESSION_SECONDS
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        assert started.poll() is None, started.communicate()
-        time.sleep(0.2)
-    started.kill()
-    raise AssertionError(f"no {what} within {SESSION_SECONDS} s")
+    yield from daemon_home(tmp_path)
 
 
 def test_a_session_resumes_after_the_daemon_is_killed_between_the_reminder_and_the_release(
@@ -64,11 +44,11 @@ def test_a_session_resumes_after_the_daemon_is_killed_between_the_reminder_and_t
         code, view = harness(home, "session", "status", "s1")
         return view if code == 0 and view["reminders"] == ["q-ben"] else None
 
-    view = wait_for("reminder", reminded, started)
+    view = until("reminder", reminded, started)
     assert view["violations"] == [] and view["state"] == "running", view
     daemon_pid = view["pid"]
     os.kill(daemon_pid, signal.SIGKILL)
-    wait_for("dead daemon", lambda: not homes.pid_alive(daemon_pid), started)
+    until("dead daemon", lambda: not homes.pid_alive(daemon_pid), started)
     cut = ok(harness(home, "session", "status", "s1"))
     assert (cut["state"], cut["violations"], cut["runnerGone"]) == ("running", [], True), cut
 

@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +41,9 @@ def ok(result: tuple[int, Any]) -> Any:
     return result[1]
 
 
-@pytest.fixture
-def home(tmp_path: Path) -> Iterator[Path]:
+def daemon_home(tmp_path: Path) -> Iterator[Path]:
+    """A daemon started through the CLI on a new data directory; then stopped with its agents and their tmux
+    server (the session tests' fixtures are this)."""
     home = tmp_path / "home"
     ok(harness(home, "daemon", "start"))
     try:
@@ -51,6 +52,24 @@ def home(tmp_path: Path) -> Iterator[Path]:
         harness(home, "daemon", "stop", "--agents")
         kill = ["tmux", "-S", str(home / "tmux" / "agents.sock"), "kill-server"]
         subprocess.run(kill, capture_output=True, check=False)
+
+
+def until(what: str, check: Callable[[], Any], started: subprocess.Popen[str], last: Any = None) -> Any:
+    """`check()`'s first true value within SESSION_SECONDS; the session run `started` must stay alive."""
+    deadline = time.monotonic() + SESSION_SECONDS
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        assert started.poll() is None, started.communicate()
+        time.sleep(0.2)
+    started.kill()
+    raise AssertionError(f"no {what} within {SESSION_SECONDS} s: {last() if last else ''}")
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Iterator[Path]:
+    yield from daemon_home(tmp_path)
 
 
 def member(home: Path, name: str, behaviour: str, *asks: str) -> None:

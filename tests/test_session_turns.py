@@ -9,29 +9,22 @@ import os
 import secrets
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.io.trace import read_trace, session_trace_dir
-from tests.test_session_run import HARNESS, SESSION_SECONDS, harness, ok
+from tests.test_session_run import HARNESS, SESSION_SECONDS, daemon_home, harness, ok, until
 
 FAKE_TUI = Path(__file__).with_name("fake_tui.py")
-DEADLINE = SESSION_SECONDS
 BOUND = 3  # --lead-turns
 
 
 @pytest.fixture
 def home(tmp_path: Path) -> Iterator[Path]:
-    home = tmp_path / "home"
-    ok(harness(home, "daemon", "start"))
-    try:
-        yield home
-    finally:
-        harness(home, "daemon", "stop")
+    yield from daemon_home(tmp_path)
 
 
 @pytest.fixture
@@ -75,18 +68,6 @@ def lead_pane(tmp_path: Path) -> Iterator[tuple[str, str, Path]]:
 def steer(control: Path, verb: str) -> None:
     with control.open("w") as fifo:
         fifo.write(verb + "\n")
-
-
-def until(what: str, check: Callable[[], Any], started: subprocess.Popen[str], last: Any = None) -> Any:
-    deadline = time.monotonic() + DEADLINE
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        assert started.poll() is None, started.communicate()
-        time.sleep(0.2)
-    started.kill()
-    raise AssertionError(f"timed out waiting for {what}: {last() if last else ''}")
 
 
 def test_the_lead_turn_past_the_bound_stops_the_session(
