@@ -7,7 +7,7 @@
 # orders do not extend each other has no delta, and the caller sends the whole view instead.
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
 from harness.core.codec import exchange_view, member_view, team_header
 from harness.core.records import Team
@@ -38,10 +38,11 @@ def team_delta(old: Team, new: Team) -> dict[str, Any] | None:
     }
 
 
-def apply_team_delta(view: dict[str, Any], delta: dict[str, Any]) -> dict[str, Any] | None:
+def apply_team_delta(view: dict[str, Any], delta: object) -> dict[str, Any] | None:
     """The view `delta` leads to from `view` (a watcher's copy at the delta's base revision): changed records
-    replace theirs in place, new ones are appended in order. None when `view` is not the delta's base."""
-    if view.get("revision") != delta.get("baseRevision"):
+    replace theirs in place, new ones are appended in order. None when `view` is not the delta's base, or
+    `delta` is not the shape `team_delta` makes (a frame is input: it never ends the watcher)."""
+    if not _well_formed(delta) or view.get("revision") != delta.get("baseRevision"):
         return None
     result = {key: delta[key] for key in HEADER_FIELDS}
     for field in ("members", "exchanges"):
@@ -54,3 +55,13 @@ def apply_team_delta(view: dict[str, Any], delta: dict[str, Any]) -> dict[str, A
                 records.append(record)
         result[field] = records
     return result
+
+
+def _well_formed(delta: object) -> TypeGuard[dict[str, Any]]:
+    if not isinstance(delta, dict) or not all(key in delta for key in HEADER_FIELDS):
+        return False
+    lists = [delta.get("members"), delta.get("exchanges")]
+    return all(
+        isinstance(records, list) and all(isinstance(r, dict) and "id" in r for r in records)
+        for records in lists
+    )

@@ -281,7 +281,8 @@ class Client:
         # Imported here: the records' codec is not on a plain command's start-up path.
         from harness.core.team_delta import apply_team_delta
 
-        features = self.request("capabilities").get("features", [])
+        capabilities = self.request("capabilities")
+        features = capabilities.get("features", []) if isinstance(capabilities, dict) else []
         fields = {"deltas": True} if "team-delta" in features else None  # else whole snapshots are pushed
         request_id = secrets.token_hex(8)
         self._send(
@@ -300,9 +301,9 @@ class Client:
                 team = frame["team"]
                 yield team
             elif frame.get("type") == DELTA_TYPE:
-                team = apply_team_delta(team, frame["delta"])
+                team = apply_team_delta(team, frame.get("delta"))
                 if team is None:
                     raise RemoteError(INCOMPATIBLE, "the daemon sent a delta from a revision this view lacks")
                 yield team
-            elif frame.get("requestId") == request_id and "error" in frame:
+            elif "error" in frame:
                 raise RemoteError(str(frame["error"]), str(frame.get("detail", "")))

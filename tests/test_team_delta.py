@@ -122,3 +122,22 @@ def test_a_delta_is_refused_on_a_view_at_another_revision() -> None:
     delta = team_delta(middle, driver.team)
     assert delta is not None
     assert apply_team_delta(team_view(base), delta) is None
+
+
+def test_a_malformed_delta_is_refused_not_a_crash() -> None:
+    """A pushed frame is input: a delta not of the daemon's shape is refused (the watcher resubscribes)."""
+    view = team_view(Driver().create().team)
+    header = {key: view[key] for key in HEADER_FIELDS} | {"baseRevision": view["revision"]}
+    good = {**header, "members": [], "exchanges": []}
+    assert apply_team_delta(view, good) is not None
+    nameless = {key: value for key, value in good.items() if key != "name"}
+    for delta in (
+        None,
+        [],
+        "delta",
+        header,
+        {**good, "members": "x"},
+        {**good, "exchanges": [{"no": "id"}]},
+        nameless,
+    ):
+        assert apply_team_delta(view, delta) is None, delta
