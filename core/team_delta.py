@@ -58,10 +58,12 @@ def apply_team_delta(view: dict[str, Any], delta: object) -> dict[str, Any] | No
 
 
 def _well_formed(delta: object) -> TypeGuard[dict[str, Any]]:
-    if not isinstance(delta, dict) or not all(key in delta for key in HEADER_FIELDS):
-        return False
-    lists = [delta.get("members"), delta.get("exchanges")]
-    return all(
-        isinstance(records, list) and all(isinstance(r, dict) and "id" in r for r in records)
-        for records in lists
+    return (
+        isinstance(delta, dict)
+        and all(key in delta for key in HEADER_FIELDS)
+        and all(_records(delta.get(field)) for field in ("members", "exchanges"))
     )
+
+
+def _records(records: object) -> bool:
+    return isinstance(records, list) and all(isinstance(r, dict) and "id" in r for r in records)
