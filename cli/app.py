@@ -310,7 +310,7 @@ def export(
     home: HomeOpt = None,
 ) -> None:
     """Write a consistent backup of the team's ledger (safe beside a running daemon)."""
-    from harness.io.doctor import export_team
+    from harness.io.doctor import NoLedger, export_team
     from harness.io.journal import CorruptState
 
     opts = _opts(ctx, json_out, home, None, team=team)
@@ -322,10 +322,17 @@ def export(
         fail(
             opts, output.PROTOCOL_ERROR, "corrupt_state", f"{error}; copy the directory byte for byte instead"
         )
-    except FileNotFoundError:
-        fail(opts, output.PROTOCOL_ERROR, "not_found", f"no ledger of team {opts.team!r}")
+    except NoLedger as error:
+        fail(opts, output.PROTOCOL_ERROR, "not_found", str(error))
     except FileExistsError as error:
         usage(opts, str(error))
+    except OSError as error:  # the copy could not be written (no such directory, no permission, disk full)
+        fail(
+            opts,
+            output.PROTOCOL_ERROR,
+            "io_error",
+            f"cannot write the backup {out}: {error.strerror or error}",
+        )
     show(opts, result, output.show_mapping)
 
 
@@ -588,6 +595,8 @@ def doctor(
     if team is not None and not ID_PATTERN.fullmatch(team):  # it names a directory to read: never a path
         usage(opts, f"--team {team!r} is not a team id")
     home_dir = homes.resolve_home(home)
+    if home_dir.exists() and not home_dir.is_dir():
+        usage(opts, f"the data directory {home_dir} is not a directory")
     if team is not None and not ledger_store_dir(home_dir, team).is_dir():
         fail(opts, output.PROTOCOL_ERROR, "not_found", f"no team {team!r} in {home_dir}")
     report = inspect_data_dir(home_dir, team_id=team)

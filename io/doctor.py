@@ -162,11 +162,18 @@ def export_store(directory: Path, out: Path, *, ops: FileOps | None = None) -> d
     }
 
 
+class NoLedger(LookupError):
+    """The team named has no ledger in the data directory (or the name is not a team id)."""
+
+
 def export_team(data_dir: Path, team_id: str, out: Path, *, ops: FileOps | None = None) -> dict[str, object]:
     """`export_store` of team `team_id`'s ledger under `data_dir` (`harness team --team ID export --out`),
     noted in the data directory so that `team delete` can tell a current backup exists."""
+    ops = ops or FileOps()
     if not ID_PATTERN.fullmatch(team_id):  # it names a directory to read and a note to write: never a path
-        raise FileNotFoundError(f"{team_id!r} is not a team id")
+        raise NoLedger(f"{team_id!r} is not a team id")
+    if not ops.is_dir(ledger_store_dir(data_dir, team_id)):
+        raise NoLedger(f"no ledger of team {team_id!r} in {data_dir}")
     result = export_store(ledger_store_dir(data_dir, team_id), out, ops=ops)
     note = {"out": str(out.absolute()), "lastSeq": result["lastSeq"], "bytes": result["bytes"]}
     write_export_note(data_dir, team_id, note)

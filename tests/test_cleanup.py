@@ -255,3 +255,27 @@ def test_a_team_id_that_is_a_path_removes_nothing(started: Callable[[], e2e.Daem
         e2e.error(e2e.cli(home, *args, "export", "--out", str(tmp_path / "x.json")), 1, "not_found")
     assert ledger_store_dir(home, "t1").is_dir() and delivery_store_dir(home).is_dir()
     assert not (home / homes.EXPORTS_DIR).exists() and not (tmp_path / "x.json").exists()
+
+
+def test_export_names_what_is_missing_and_writes_no_note(
+    started: Callable[[], e2e.Daemon], tmp_path: Path
+) -> None:
+    """A data directory that is a file has no ledger (not_found, not a crash: the CLI fuzz found
+    `NotADirectoryError` there), and a backup that cannot be written is an `io_error` that names the file,
+    not "no ledger", and leaves no export note behind for `team delete` to trust."""
+    home = tmp_path / "home"
+    started()
+    e2e.ok(_create(home, tmp_path, "t1"))
+    a_file = tmp_path / "not-a-directory"
+    a_file.write_text("x")
+    out = tmp_path / "x.json"
+    e2e.error(
+        e2e.cli(home, "team", "--home", str(a_file), "--team", "t1", "export", "--out", str(out)),
+        1,
+        "not_found",
+    )
+    unwritable = tmp_path / "missing" / "x.json"
+    missing = e2e.cli(home, "team", "--home", str(home), "--team", "t1", "export", "--out", str(unwritable))
+    e2e.error(missing, 1, "io_error")
+    assert not (home / homes.EXPORTS_DIR).exists() and not out.exists()
+    e2e.error(e2e.cli(home, "doctor", "--home", str(a_file)), 2, "bad_request")

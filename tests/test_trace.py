@@ -31,6 +31,12 @@ async def _open(directory: Path, **kwargs: object) -> trace.TraceWriter:
     return await trace.TraceWriter.open(directory, NO_SECRETS, **kwargs)  # type: ignore[arg-type]
 
 
+def _all_durable(traces: trace.TeamTraces) -> bool:
+    """Every written line fsynced. `_unsynced` alone is not it: a group empties it as its fsyncs start, and a
+    loaded machine may not have run the second team's fsync yet."""
+    return not traces._unsynced and all(w.durable_seq == w.last_seq for w in traces._writers.values())
+
+
 def _seqs(path: Path) -> list[int]:
     return [line.seq for line in trace.read_trace(path)]
 
@@ -141,7 +147,7 @@ async def test_team_traces_fsync_every_written_trace_as_one_group_after_the_dela
         for team in ("t1", "t2"):
             traces.emit(team, trace.LEDGER, {"type": "opened"})
         with trio.fail_after(30):
-            while traces.view()["open"] != 2 or traces.view()["queued"] != 0 or traces._unsynced:
+            while traces.view()["open"] != 2 or traces.view()["queued"] != 0 or not _all_durable(traces):
                 await trio.sleep(0.01)
         opened = ops.fsyncs
         for index in range(50):
@@ -149,7 +155,7 @@ async def test_team_traces_fsync_every_written_trace_as_one_group_after_the_dela
         assert len(_seqs(trace.team_trace_dir(tmp_path, "t1"))) == 26  # in the file as emitted
         assert ops.fsyncs == opened
         with trio.fail_after(30):
-            while traces._unsynced:
+            while not _all_durable(traces):
                 await trio.sleep(0.01)
         assert ops.fsyncs == opened + 2
         traces.close()
