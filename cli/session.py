@@ -228,14 +228,17 @@ def _follow(opts: Options, home: Path, session_id: str) -> dict[str, Any]:
         failed = _result(runner.session_dir(home, session_id) / FAILED_FILE)
         if failed is not None:
             fail(opts, output.PROTOCOL_ERROR, str(failed.get("error")), str(failed.get("detail")))
-        view = runner.read_status(home, session_id)
+        view = _read_status(opts, home, session_id)
         if view is not None and view.get("state") == "ended" and view.get("callsClosed"):
             return view
         time.sleep(FOLLOW_SECONDS)
 
 
 def _show_status(view: dict[str, Any], look: output.Look) -> None:
-    ended = f"{view['termination']} ({view['reason']})" if view.get("termination") else "running"
+    if view.get("state") == "unreadable":
+        output.say(f"session {view['sessionId']}: unreadable ({view['detail']})", look)
+        return
+    ended = f"{view['termination']} ({view.get('reason')})" if view.get("termination") else "running"
     output.say(f"session {view['sessionId']} ({view['mode']}, led by {view['lead']}): {ended}", look)
     for ask in view["asks"]:
         why = f" ({ask['reason']})" if ask.get("reason") else ""
@@ -266,7 +269,7 @@ def status(
     opts = _opts(json_out, home, None)
     home_dir = homes.resolve_home(opts.home)
     if session_id is None:
-        views = [runner.read_status(home_dir, sid) for sid in runner.sessions(home_dir)]
+        views = [_listed_status(home_dir, sid) for sid in runner.sessions(home_dir)]
         listed = {"sessions": [_alive(v) for v in views if v is not None]}
         show(opts, listed, _show_sessions)
         return
@@ -274,14 +277,32 @@ def status(
 
 
 def _status(opts: Options, home: Path, session_id: str) -> dict[str, Any]:
-    from harness.io import session_runner as runner
 
     if not ID_PATTERN.fullmatch(session_id):
         usage(opts, f"not a session id: {session_id!r}")
-    view = runner.read_status(home, session_id)
+    view = _read_status(opts, home, session_id)
     if view is None:
         fail(opts, output.PROTOCOL_ERROR, "not_found", f"no session {session_id!r} in {home}")
     return view
+
+
+def _read_status(opts: Options, home: Path, session_id: str) -> dict[str, Any] | None:
+    from harness.io import session_runner as runner
+
+    try:
+        return runner.read_status(home, session_id)
+    except runner.StatusUnreadable as error:
+        fail(opts, output.PROTOCOL_ERROR, "corrupt_state", str(error))
+
+
+def _listed_status(home: Path, session_id: str) -> dict[str, Any] | None:
+    """One session of the listing: a damaged status is listed as such, and hides none of the others."""
+    from harness.io import session_runner as runner
+
+    try:
+        return runner.read_status(home, session_id)
+    except runner.StatusUnreadable as error:
+        return {"sessionId": session_id, "state": "unreadable", "detail": str(error)}
 
 
 def _alive(view: dict[str, Any]) -> dict[str, Any]:
@@ -345,7 +366,7 @@ def _call_tool(
     deadline = time.monotonic() + wait
     result = _result(result_file)
     while result is None:
-        now = _alive(runner.read_status(home_dir, session_id) or view)
+        now = _alive(_read_status(opts, home_dir, session_id) or view)
         closed = now["runnerGone"] or now.get("callsClosed")
         if closed or time.monotonic() >= deadline:
             result = _result(result_file)  # answered just before it closed

@@ -25,7 +25,7 @@ import re
 import shlex
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 import attrs
 import trio
@@ -868,15 +868,42 @@ def _ask_view(ask: s.AskRecord) -> dict[str, Any]:
     return {"id": ask.id, "asker": ask.asker, "to": ask.to, "state": str(ask.state), "reason": ask.reason}
 
 
+class StatusUnreadable(ValueError):
+    """A session's status file is there and cannot be read as one (damaged, or not a file)."""
+
+
 def read_status(home: Path, session_id: str) -> dict[str, Any] | None:
-    """The last status the session's runner wrote, or None when there is no such session."""
+    """The last status the session's runner wrote, or None when there is no such session (nor a data
+    directory to hold one). Raises StatusUnreadable for a status file that cannot be read as a status."""
     import json
 
+    path = session_dir(home, session_id) / STATUS_FILE
     try:
-        data = json.loads((session_dir(home, session_id) / STATUS_FILE).read_text(encoding="utf-8"))
-    except FileNotFoundError:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, NotADirectoryError):
         return None
-    return data if isinstance(data, dict) else None
+    except (OSError, ValueError) as error:
+        raise StatusUnreadable(f"cannot read {path}: {error}") from None
+    if not _is_status(data):
+        raise StatusUnreadable(f"{path} is not a session status")
+    return data
+
+
+_STATUS_TEXTS: Final = ("sessionId", "mode", "lead", "state", "trace")
+_ASK_TEXTS: Final = ("id", "asker", "to", "state")
+
+
+def _is_status(data: object) -> TypeGuard[dict[str, Any]]:
+    """The shape `status_view` writes, as far as readers rely on it."""
+    if not isinstance(data, dict) or not all(isinstance(data.get(key), str) for key in _STATUS_TEXTS):
+        return False
+    asks, reminders, violations = data.get("asks"), data.get("reminders"), data.get("violations")
+    if not (isinstance(asks, list) and isinstance(reminders, list) and isinstance(violations, list)):
+        return False
+    texts = all(isinstance(v, str) for v in violations)
+    return texts and all(
+        isinstance(a, dict) and all(isinstance(a.get(k), str) for k in _ASK_TEXTS) for a in asks
+    )
 
 
 def request_stop(home: Path, session_id: str) -> None:

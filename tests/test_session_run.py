@@ -217,6 +217,50 @@ def test_status_of_an_unknown_session_is_not_found(tmp_path: Path) -> None:
     assert code == 1 and error["error"] == "not_found", error
 
 
+GOOD_STATUS = json.dumps(
+    {
+        "sessionId": "good",
+        "mode": "judge",
+        "lead": "j",
+        "state": "running",
+        "trace": "t",
+        "asks": [],
+        "reminders": [],
+        "violations": [],
+    }
+).encode()
+
+
+def test_a_damaged_status_is_corrupt_state_and_hides_no_other_session(tmp_path: Path) -> None:
+    """A status file that is not a status (garbage, an object of another shape, a directory) is refused with
+    `corrupt_state` for that session, listed as unreadable beside the others, and a data directory that is a
+    file has no sessions: never a traceback (the CLI fuzz found `NotADirectoryError` there)."""
+    home = tmp_path / "home"
+    for session_id, status in (("garbage", b"\xff{"), ("shape", b"{}"), ("good", GOOD_STATUS)):
+        (home / "sessions" / session_id).mkdir(parents=True)
+        (home / "sessions" / session_id / "status.json").write_bytes(status)
+    (home / "sessions" / "folder" / "status.json").mkdir(parents=True)
+    for session_id in ("garbage", "shape", "folder"):
+        code, error = harness(home, "session", "status", session_id)
+        assert code == 1 and error["error"] == "corrupt_state", error
+    listed = ok(harness(home, "session", "status"))["sessions"]
+    states = {view["sessionId"]: view.get("state") for view in listed}
+    assert states == {
+        "folder": "unreadable",
+        "garbage": "unreadable",
+        "good": "running",
+        "shape": "unreadable",
+    }
+    shown = subprocess.run(
+        [*HARNESS, "session", "status", "--home", str(home)], check=False, capture_output=True, text=True
+    )
+    assert shown.returncode == 0 and "session garbage: unreadable" in shown.stdout, shown
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    code, error = harness(a_file, "session", "status", "good")
+    assert code == 1 and error["error"] == "not_found", error
+
+
 def background_session(home: Path, tmp_path: Path, session_id: str) -> subprocess.Popen[str]:
     """A judge session whose judge never concludes, run as a person runs it, in the background."""
     member(home, "judge", "ignore")

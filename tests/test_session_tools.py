@@ -334,7 +334,10 @@ def test_a_session_tool_refuses_bad_input_with_one_line_and_a_stable_code(
     key.write_text("key-ann\n")
     gone = runner.session_dir(home, "gone")
     gone.mkdir(parents=True)
-    view = {"sessionId": "gone", "state": "running", "pid": 2**22 + 12_345}  # a runner that died
+    view = {
+        **{"sessionId": "gone", "mode": "discuss", "lead": "ann", "trace": "t", "asks": [], "reminders": []},
+        **{"violations": [], "state": "running", "pid": 2**22 + 12_345},  # a runner that died
+    }
     homes.write_private_json(gone / runner.STATUS_FILE, view)
     status, result = cli(home, *[str(key) if word == "KEY" else word for word in argv])
     assert (status, result["error"]) == (code, error) and detail in result["detail"], result
