@@ -22,9 +22,10 @@
 # imported (a fresh interpreter spends 2 s of CPU importing them). Each module's tests are
 # first run unmutated in the same run; a mutant's timeout is 10x that time (at least 30 s), and a mutant past
 # it is killed with its process group and counted killed, but listed in its own column: a hang is a weaker
-# kill than a failing assertion. Mutants listed in scripts/mutants_equivalent.toml (by module, function and
-# description, never by line) are not run, not scored, and listed with their reason; a sampled mutant that
-# is equivalent leaves the module fewer scored mutants rather than changing which ones are drawn.
+# kill than a failing assertion. Mutants listed in scripts/mutants_equivalent.toml (by module, function,
+# description and the line as written, never by its number) are not run, not scored, and listed with their
+# reason; a sampled mutant that is equivalent leaves the module fewer scored mutants rather than changing
+# which ones are drawn.
 # The report: per module found/tried/killed/timeouts/equivalent/survived/score, the total, every survivor
 # (module:line function: description). Exit status 0 (it is a report), or 1 below --min-score.
 #
@@ -217,8 +218,9 @@ def _sites(node: ast.AST) -> Iterator[Site]:
 
 class Mutant(NamedTuple):
     line: int
-    function: str  # the innermost enclosing `def` as Class.method, or <module>: with `description`, the
-    description: str  # mutant's name in mutants_equivalent.toml, which survives edits elsewhere in the file
+    function: str  # the innermost enclosing `def` as Class.method, or <module>: with `description` and
+    description: str  # `code`, the mutant's name in mutants_equivalent.toml, which survives edits elsewhere
+    code: str  # the mutated line as written (stripped): two mutants alike in a function differ here
     source: str
 
 
@@ -237,6 +239,7 @@ def mutants(source: str) -> list[Mutant]:
     """Every mutant of `source` that differs from it, in a fixed order."""
     tree = ast.parse(source)
     original = ast.unparse(tree)
+    lines = source.splitlines()
     spans = list(_functions(tree))
     found = []
     for line, description, apply in list(_sites(tree)):
@@ -245,7 +248,8 @@ def mutants(source: str) -> list[Mutant]:
         undo()
         if mutated != original:
             inner = [(first, name) for first, last, name in spans if first <= line <= last]
-            found.append(Mutant(line, max(inner)[1] if inner else "<module>", description, mutated))
+            function = max(inner)[1] if inner else "<module>"
+            found.append(Mutant(line, function, description, lines[line - 1].strip(), mutated))
     return found
 
 
@@ -269,10 +273,12 @@ def core_tests(module: str) -> list[str]:
     return [f"tests/{test}" for test in dict.fromkeys(tests)]
 
 
-def equivalents() -> dict[tuple[str, str, str], str]:
-    """mutants_equivalent.toml: (module, function, mutant description) -> why no test can tell it apart."""
+def equivalents() -> dict[tuple[str, str, str, str], str]:
+    """mutants_equivalent.toml: (module, function, mutant description, line as written) -> why no test can
+    tell that one mutant apart. The line keeps an entry from excusing a sibling alike in name ("return value
+    -> None" of another `return` of the function) that a test may well tell apart."""
     entries = tomllib.loads(EQUIVALENT_FILE.read_text(encoding="utf-8")).get("equivalent", [])
-    return {(e["module"], e["function"], e["mutant"]): e["reason"] for e in entries}
+    return {(e["module"], e["function"], e["mutant"], e["code"]): e["reason"] for e in entries}
 
 
 # --- running tests: a forked child of this process per run -----------------------------------------------
@@ -439,7 +445,7 @@ def mutate(plan: dict[str, list[str]], sample: int | None, seed: int, jobs: int)
             found = [found[i] for i in sorted(random.Random(seed).sample(range(len(found)), sample))]
         timeout = max(MIN_TIMEOUT, TIMEOUT_FACTOR * baselines[module].seconds)
         for mutant in found:
-            reason = known.get((module, mutant.function, mutant.description))
+            reason = known.get((module, mutant.function, mutant.description, mutant.code))
             if reason is None:
                 runs.append(Run(module, mutant, tests, timeout))
             else:
