@@ -14,10 +14,13 @@
 #   never retried; queued work waits for a fresh look at its terminal.
 # - The runner loop looks at agents that have queued work, feeds `Observe` only when what it saw differs from
 #   the desk's latest look (or that look is no longer a fresh idle), and on `WriteDue` asks the terminal to
-#   write. The terminal's own last look before the paste is the write boundary: the runner hands it to the
-#   desk as `WriteStarted` when idle (the paste goes ahead only once that is durable) and as `Observe`
-#   otherwise, so a write refused there never left `queued`: it waits with the reason that look saw. After a
-#   write the runner watches for the agent's turn on what it wrote.
+#   write. It looks at every waiting agent once a poll; a wake between polls (new work, a write done) looks
+#   only at the agents it concerns, so an ask costs the same with 2 or 800 agents waiting on busy screens.
+#   A look too soon after a write (before the screen could settle) is taken again once it could. The
+#   terminal's own last look before the paste is the write boundary: the runner hands it to the desk as
+#   `WriteStarted` when idle (the paste goes ahead only once that is durable) and as `Observe` otherwise, so a
+#   write refused there never left `queued`: it waits with the reason that look saw. After a write the
+#   runner watches for the agent's turn on what it wrote.
 # - A notice's licence to paste is granted at most once per write id and process (asserted), and only after
 #   the desk durably accepted its `WriteStarted`; the desk's own state makes it at most once per write id
 #   ever, and a second write id exists only after the owner declared the first write lost (`resolve`).
@@ -228,6 +231,8 @@ class DeskRunner:
         self._relook: set[str] = set()  # agents whose next look is fed to the desk whatever it shows
         self._written: set[str] = set()  # write ids licensed to be pasted by this process
         self._watches: dict[str, _Watch] = {}  # written notices whose agent turn is awaited
+        self._next_poll = -math.inf  # clock ms of the next look at every waiting agent
+        self._looked: set[str] = set()  # waiting agents looked at since the last poll
         self.leftovers: dict[str, str] = {}  # agent -> its unconfirmed notice left in its composer
         self._writes: trio.Nursery | None = None
         self._loop_scope = trio.CancelScope()
@@ -376,6 +381,9 @@ class DeskRunner:
         elif not outcome.changed:  # a repeat or a restatement: the owner's view may be stale, so tell it
             notice = outcome.state.notices[command.notice_id]
             await self._report(_report_of(notice.team_id, notice.id, notice.state, notice.reason))
+        else:  # new work: its agent is looked at now, not at the next poll
+            self._looked.discard(command.agent_id)
+            self._wake.set()
 
     async def status(self, team_id: str, notice_ids: Sequence[str]) -> list[DeliveryReport]:
         return [
@@ -463,12 +471,27 @@ class DeskRunner:
             for agent_id in rechecked:
                 await self._recheck(agent_id)
             waiting = self._waiting_agents()
+            polling = self._clock() >= self._next_poll
+            if polling:
+                self._next_poll = self._clock() + self._timing.poll_ms
+                self._looked.clear()
+            settled_at = math.inf  # when the earliest look taken before its screen could settle counts
             for agent_id in waiting:
                 # A refused write waits a poll (no hot loop on one agent); one at its boundary looks itself.
-                if agent_id not in rechecked and agent_id not in self._attempts:
+                # Between polls a wake looks only at the agents it concerns (new work, not looked at since
+                # the poll): the others' screens are a poll old at most, whatever else happens meanwhile.
+                fresh = agent_id not in rechecked and agent_id not in self._attempts
+                if fresh and (agent_id not in self._looked or agent_id in self._relook):
+                    looked_at = self._clock()
                     await self._look(agent_id)
+                    settling = self.desk.sessions.get(agent_id)
+                    if settling is not None and settling.idle_after > looked_at:  # too soon after a write
+                        settled_at = min(settled_at, settling.idle_after)
+                    else:
+                        self._looked.add(agent_id)
             await self._watch_turns()
-            delay = self._timing.poll_ms if waiting or self._watches else math.inf
+            delay = max(0, self._next_poll - self._clock()) if waiting or self._watches else math.inf
+            delay = min(delay, max(0, settled_at - self._clock() + 1))
             timer = self._next_timer()
             if timer is not None:
                 delay = min(delay, max(0, timer - self._clock() + 1))
