@@ -10,6 +10,7 @@ import json
 from collections.abc import Callable
 
 import trio
+from trio.testing import MockClock
 from trio_websocket import WebSocketRequest, serve_websocket
 
 from harness.io.relay import HOST, Frame, Notice, Relay, RelayError, RelayLimits, connect_relay
@@ -92,14 +93,20 @@ async def test_a_full_relay_admits_a_newcomer_and_closes_the_quietest(nursery: t
 
 
 async def test_pending_connections_are_capped_and_dropped_after_the_hello_timeout(
-    nursery: trio.Nursery,
+    nursery: trio.Nursery, mock_clock: MockClock
 ) -> None:
-    relay, url = await start(nursery, RelayLimits(max_pending=4, hello_timeout=1.0))
+    # Real time flows, but the hello timeout comes only when the test jumps the clock past it: however slow
+    # the machine, the newcomer arrives while the silent connections still wait.
+    mock_clock.rate = 1.0
+    hello_timeout = 3600.0
+    relay, url = await start(nursery, RelayLimits(max_pending=4, hello_timeout=hello_timeout))
     silent = [await trio.open_tcp_stream(HOST, relay.port) for _ in range(10)]  # never say anything
     await until(lambda: relay.stats["pending_evicted"] == 6)
     assert relay.pending() == 4
     async with connect_relay(url, Identity.generate()) as client:  # a newcomer proves its address anyway
         assert client.address in relay.connected()
+    assert relay.pending() == 3 and relay.stats["auth_timeouts"] == 0
+    mock_clock.jump(hello_timeout)
     await until(lambda: relay.pending() == 0)
     assert relay.stats["pending_evicted"] == 7 and relay.stats["auth_timeouts"] == 3
     for stream in silent:  # each was closed by the relay

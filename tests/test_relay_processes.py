@@ -25,7 +25,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import pytest
 import trio
@@ -63,6 +63,24 @@ def eventually(predicate: Callable[[], object], what: str, seconds: float = WAIT
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.05)
+
+
+T = TypeVar("T")
+
+
+def settled(read: Callable[[], T], what: str, quiet: float, seconds: float = 60.0) -> T:
+    """What `read` returns once it stayed the same for `quiet` seconds: a loaded machine may run a daemon's
+    late work long after the change a test waited for, so "done" is "no change for a while", not a pause."""
+    deadline = time.monotonic() + seconds
+    value, since = read(), time.monotonic()
+    while time.monotonic() - since < quiet:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what} to settle")
+        time.sleep(0.2)
+        now = read()
+        if now != value:
+            value, since = now, time.monotonic()
+    return value
 
 
 def harness(*args: str, timeout: float = 60) -> tuple[int, Any]:
@@ -576,8 +594,7 @@ def test_a_restarted_daemon_refuses_frames_from_before_its_restart(world: World)
     world.start_daemon(world.b)
     assert world.a.daemon.stop() == 0
     eventually(on_desk(world.b, notice("q1", "question"), "queued"), "B's desk restored")
-    time.sleep(0.5)  # let B's restart settle before taking its picture
-    b_before = files(world.b.home)
+    b_before = settled(lambda: files(world.b.home), "B's files after its restart", 1.0)
     # A malformed frame after each replay, so B logs every replay (it logs a run of one reason once).
     noise = b"\x01" + bytes(10)
     injected = [blob for frame in frames for blob in (frame, noise)]
@@ -640,7 +657,9 @@ def test_a_relay_killed_mid_exchange_loses_and_duplicates_nothing(world: World) 
 
     # Now the relay dies under bob's reply: forwarded into A's socket (A stopped), no answer back. Bob's
     # CLI cannot know whether it was recorded: `uncertain` (exit 4), retry with the same reply.
-    time.sleep(0.3)  # nothing else in flight from B
+    # Nothing else in flight between A and B (a late report from B, or B's answer to a late request from A,
+    # would be the next frame counted below), so the relay dies under bob's reply and nothing else.
+    settled(lambda: (len(world.sealed_from(world.a)), len(world.sealed_from(world.b))), "the frames", 2.0)
     os.kill(world.a.daemon.pid, signal.SIGSTOP)
     try:
         handed = len(world.sealed_from(world.b))
