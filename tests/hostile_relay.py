@@ -18,7 +18,7 @@ from harness.io.relay import Frame, Notice, RelayLimits, connect_relay, open_ws
 from harness.io.seal import Identity, b64
 
 LIMITS = RelayLimits()
-WAIT = 20.0  # seconds any one expected answer may take on a loaded machine
+WAIT = 60.0  # seconds any one expected answer may take on a loaded machine
 
 
 def nested(depth: int, opener: str = "[") -> str:

@@ -19,6 +19,7 @@ from harness.io.web import WEB_LIMITS, WebServer
 from tests import raw_ws
 
 TEAM = "t1"
+START = 60.0  # seconds the listeners may take to start: generous, for a loaded two-core machine
 T = TypeVar("T")
 
 
@@ -40,7 +41,7 @@ class Machine:
         self._failure: BaseException | None = None
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
-        assert self._ready.wait(20), f"the listeners did not start: {self._failure!r}"
+        assert self._ready.wait(START), f"the listeners did not start: {self._failure!r}"
         self.token = homes.read_owner_token(home) or ""
         self.owner("create", teamId=None, id=TEAM, name="Hostile", members=members or [])
 

@@ -14,13 +14,14 @@ from harness.io import local_socket
 
 TEXT, BINARY, CLOSE = 0x1, 0x2, 0x8
 KEY = base64.b64encode(b"harness-raw-test").decode()
+TIMEOUT = 60.0  # seconds a blocking read may wait for the listener: generous, for a loaded two-core machine
 
 
-def open_unix(path: Path, timeout: float = 10.0) -> socket.socket:
+def open_unix(path: Path, timeout: float = TIMEOUT) -> socket.socket:
     return local_socket.connect(path, timeout)
 
 
-def open_tcp(port: int, timeout: float = 10.0) -> socket.socket:
+def open_tcp(port: int, timeout: float = TIMEOUT) -> socket.socket:
     return socket.create_connection(("127.0.0.1", port), timeout=timeout)
 
 

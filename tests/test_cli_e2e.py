@@ -21,6 +21,7 @@ from harness.io import home as homes
 from harness.io.rpc import PROTOCOL_REVISION
 
 HARNESS = [sys.executable, "-m", "harness.cli.main"]
+DEADLINE = 60.0  # seconds: generous, the daemon process shares a loaded two-core machine
 LIMITS = {"pendingPerSender": 3, "questionChars": 200, "ttlMinMs": 50, "asksPerMinute": 100}
 
 
@@ -37,7 +38,7 @@ class Daemon:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + DEADLINE
         while time.monotonic() < deadline:  # polling a file with a timeout: the process has no other signal
             info = homes.read_daemon_info(self.home)
             if info is not None and info.get("pid") == self.process.pid:
@@ -55,7 +56,7 @@ class Daemon:
     def terminate(self) -> str:
         assert self.process is not None
         self.process.send_signal(signal.SIGTERM)
-        _, err = self.process.communicate(timeout=15)
+        _, err = self.process.communicate(timeout=DEADLINE)
         assert self.process.returncode == 0, err
         return err.decode()
 

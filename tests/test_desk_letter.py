@@ -18,7 +18,7 @@ from harness.io.profiles import CLAUDE, CLAUDE_PROMPT, classify
 from harness.io.terminal_port import Screen, ScreenState, WriteOutcome
 from harness.io.tmux import AgentTerminal, ProcessRunner, TmuxTerminals, WriteTiming, capture, new_session
 from tests.test_daemon import Api, running, team_with_keys
-from tests.test_desk_runner import FakeTerminals, desk_daemon, intro, is_, local_team, until
+from tests.test_desk_runner import DEADLINE, FakeTerminals, desk_daemon, intro, is_, local_team, until
 from tests.test_tmux import FAKE_TUI, Pane, server, tui  # noqa: F401  (fixtures)
 
 S = ScreenState
@@ -41,7 +41,7 @@ async def test_a_write_refused_at_its_last_look_waits_queued_with_what_it_saw(tm
         reports: list[tuple[str, str | None]] = []
         fake.boundary["agent-bob"] = S.DRAFT  # idle to every look but the write's own, which sees a draft
         fake.screens["agent-bob"] = S.IDLE
-        with trio.fail_after(10):
+        with trio.fail_after(DEADLINE):
             while not fake.written_to("agent-bob") and ("rejected", "failed") not in reports:
                 view = intro(daemon, "bob")
                 if view is not None and (not reports or reports[-1] != (view.state, view.reason)):
@@ -136,7 +136,8 @@ async def test_a_fresh_attach_reads_settling_not_busy_through_a_real_daemon(
     log = tmp_path / "log.jsonl"
     command = [sys.executable, str(FAKE_TUI), "--control", str(tmp_path / "control"), "--log", str(log)]
     pane = await new_session(server, "bob", command, width=100, height=30, config="/dev/null")
-    with trio.fail_after(10):  # attached once its idle prompt is drawn (before, the profile reads `starting`)
+    # Attached once its idle prompt is drawn (before, the profile reads `starting`).
+    with trio.fail_after(DEADLINE):
         while classify("claude", await capture(ProcessRunner(server), pane)).state is not S.IDLE:
             await trio.sleep(0.02)
     made: list[TmuxTerminals] = []
@@ -172,7 +173,7 @@ async def test_a_cleared_draft_waits_for_a_human_pause_before_any_write(tui: Pan
     await tui.until(S.DRAFT)
     erase = ["BSpace"] * len("half a thought")  # one burst, as a held key or a select-and-delete
     await tui.terminals._runner(tui.socket).run("send-keys", "-t", tui.target, *erase)
-    with trio.fail_after(10):
+    with trio.fail_after(DEADLINE):
         while (screen := await tui.terminals.observe("a")).state is S.DRAFT:
             await trio.sleep(0.02)
     cleared = trio.current_time()

@@ -10,7 +10,17 @@ import trio
 
 from harness.io.daemon import Daemon
 from harness.io.terminal_port import ScreenState
-from tests.test_desk_runner import LIMITS, TIMING, FakeTerminals, desk_daemon, intro, is_, local_team, until
+from tests.test_desk_runner import (
+    DEADLINE,
+    LIMITS,
+    TIMING,
+    FakeTerminals,
+    desk_daemon,
+    intro,
+    is_,
+    local_team,
+    until,
+)
 
 
 async def _doomed_daemon(home: Path) -> None:
@@ -32,7 +42,7 @@ async def test_sigkill_mid_write_leaves_it_unconfirmed_and_never_rewritten(tmp_p
     home.mkdir(mode=0o700)
     child = subprocess.Popen([sys.executable, "-m", "tests.test_desk_runner_kill", str(home)], cwd=Path.cwd())
     try:
-        with trio.fail_after(15):
+        with trio.fail_after(DEADLINE):
             while not (home / "writing").exists():
                 assert child.poll() is None, "the daemon died before writing"
                 await trio.sleep(0.02)

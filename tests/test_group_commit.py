@@ -112,6 +112,13 @@ def _asker(socket: Path, key: str, client: int, acked: list[str]) -> None:
         pass  # the daemon was killed: this ask was never acknowledged
 
 
+def _typed_tokens(typed: Path) -> set[str]:
+    """The asks whose notice was typed so far (whole lines only: the doomed daemon may be mid-line)."""
+    lines = typed.read_text().split("\n")[:-1] if typed.exists() else []
+    texts = (json.loads(line) for line in lines)
+    return {text.split("token ", 1)[1].split(" ", 1)[0] for text in texts if "token " in text}
+
+
 def _asked_in(data: bytes) -> set[str]:
     entries = (json.loads(line)["entry"] for line in data.splitlines())
     return {str(entry["id"]) for entry in entries if entry.get("type") == "ask"}
@@ -141,7 +148,8 @@ async def test_sigkill_inside_a_group_commit_keeps_every_acknowledged_ask_and_ty
         for asker in askers:
             asker.start()
         with trio.fail_after(60):
-            while len(acked) < ARM_AFTER:
+            # The desk types while the ledger commits: arm once it typed a question, or nothing is checked.
+            while len(acked) < ARM_AFTER or not _typed_tokens(tmp_path / "typed.jsonl"):
                 assert child.poll() is None, "the daemon died before it was armed"
                 await trio.sleep(0.005)
             (tmp_path / "armed").write_text("")
@@ -166,8 +174,7 @@ async def test_sigkill_inside_a_group_commit_keeps_every_acknowledged_ask_and_ty
     assert not in_flight & set(acked), "an ask was acknowledged before its group commit was durable"
     assert not in_flight & set(team.exchanges), "the stalled batch was never written"
 
-    typed = [json.loads(line) for line in (tmp_path / "typed.jsonl").read_text().splitlines()]
-    tokens = {text.split("token ", 1)[1].split(" ", 1)[0] for text in typed if "token " in text}
+    tokens = _typed_tokens(tmp_path / "typed.jsonl")
     assert tokens, "no notice was typed before the kill: the test saw nothing"
     assert tokens <= set(team.exchanges), f"typed for absent asks: {sorted(tokens - set(team.exchanges))}"
     desk_journal = scan_store(delivery_store_dir(home), FileOps()).recovery

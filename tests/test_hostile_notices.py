@@ -16,6 +16,7 @@ from tests.test_terminal_text import PAYLOADS
 from tests.test_tmux import Pane, server, tui
 
 __all__ = ["server", "tui"]  # the fixtures of tests/test_tmux.py: a private tmux server, a fake TUI in it
+DEADLINE = 60.0  # generous: tmux and the fake TUI share a loaded two-core machine
 
 
 def _question_notice(driver: Driver, question_id: str) -> str:
@@ -37,7 +38,7 @@ def _submitted(pane: Pane) -> list[object]:
 
 
 async def _until_submitted(pane: Pane, count: int) -> None:
-    with trio.fail_after(20):
+    with trio.fail_after(DEADLINE):
         while len(_submitted(pane)) < count:
             await trio.sleep(0.02)
 

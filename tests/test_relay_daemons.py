@@ -34,6 +34,7 @@ TEAM_NAME = "Secret Project Name"
 BODY = "Which endpoint returns daemon state? (a very private question)"
 ANSWER = "GET /v1/daemon/state, see src/daemon.ts:42 (a very private answer)"
 HARNESS = [sys.executable, "-m", "harness.cli.main"]
+DEADLINE = 60.0  # generous: two daemons, a relay and their threads share a loaded two-core machine
 
 
 def fast_node(home: Path) -> RemoteNode:
@@ -97,7 +98,7 @@ def harness(home: Path, *args: str) -> tuple[int, Any]:
     return done.returncode, json.loads(done.stdout)
 
 
-async def eventually(predicate: Callable[[], bool], seconds: float = 10.0) -> None:
+async def eventually(predicate: Callable[[], bool], seconds: float = DEADLINE) -> None:
     with trio.fail_after(seconds):
         while not predicate():
             await trio.sleep(0.02)

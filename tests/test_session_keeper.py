@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -73,7 +74,9 @@ def test_a_fifo_in_place_of_a_plan_is_refused_without_waiting_on_it(tmp_path: Pa
     assert not keeper.hosted(tmp_path, "s1")
 
 
-def test_the_keeper_logs_a_bad_plan_once_and_hosts_no_finished_session(tmp_path: Path) -> None:
+def test_the_keeper_logs_a_bad_plan_once_and_hosts_no_finished_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A pass every period: the bad plan is tried once (logged, and its failure left for `session run` to
     report), a session marked done and a directory without a plan are never hosted, and the keeper goes on."""
     bad = runner.session_dir(tmp_path, "bad")
@@ -88,10 +91,22 @@ def test_the_keeper_logs_a_bad_plan_once_and_hosts_no_finished_session(tmp_path:
         raise AssertionError(f"the keeper acted for a session it must not host: {request}")
 
     made = keeper.SessionKeeper(tmp_path, {"create": unexpected}, log=logs.append, period=0.05)
+    logged_at_pass: list[int] = []  # the keeper's passes, each as how many lines were logged when it began
+    every_session = runner.sessions
+
+    def counted(home: Path) -> Iterator[str]:
+        logged_at_pass.append(len(logs))
+        return every_session(home)
+
+    monkeypatch.setattr(runner, "sessions", counted)
 
     async def main() -> None:
-        with trio.move_on_after(1.0):
-            await made.run()
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(made.run)
+                while sum(1 for logged in logged_at_pass if logged) < 5:  # passes that could have retried
+                    await trio.sleep(0.01)
+                nursery.cancel_scope.cancel()
 
     trio.run(main)
     assert len(logs) == 1 and logs[0].startswith("session bad: PlanError: bad_request:"), logs

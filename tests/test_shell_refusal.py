@@ -146,9 +146,10 @@ async def test_finding1_a_bash_pane_is_refused_for_pushes_and_joins_only_inbox_o
         await alice("ask", "t1", id="q1", to="bob", text=PAYLOAD)
 
         async def refused_enough() -> bool:
-            return pwned.exists() or terminals.looked_long_enough("agent-bob")
+            q1_handled = delivery(daemon, "q1") == ("queued", "pressure")
+            return pwned.exists() or (q1_handled and terminals.looked_long_enough("agent-bob"))
 
-        await until(refused_enough, "the desk looked at bob's pane")
+        await until(refused_enough, "the desk looked at bob's pane and held q1 back")
         assert not pwned.exists()
         assert daemon.desk is not None and daemon.desk.writes == 0
         assert introduction(daemon, "bob") == ("queued", "offline")

@@ -26,6 +26,7 @@ from tests.test_terminal_text import PAYLOADS
 
 pytestmark = pytest.mark.engines
 
+DEADLINE = 60.0  # generous: a real engine, its fake model and tmux share a loaded two-core machine
 QUESTION = (
     "[team t] Question QE1 from b:\nWhich port does the daemon use?\nAnswer with: reply QE1 'your answer'"
 )
@@ -63,7 +64,7 @@ def _terminals(run: EngineRun) -> TmuxTerminals:
     )
 
 
-async def _until(terminals: TmuxTerminals, state: ScreenState, seconds: float = 30) -> None:
+async def _until(terminals: TmuxTerminals, state: ScreenState, seconds: float = DEADLINE) -> None:
     with trio.fail_after(seconds):
         while (await terminals.observe("e")).state is not state:
             await trio.sleep(0.1)
@@ -78,7 +79,7 @@ def _question(driver: Driver, question_id: str) -> str:
 async def _turns(run: EngineRun, count: int) -> list[str]:
     """The prompts of the engine's turns, once it took at least `count` (the engine may show its empty prompt
     a moment before it sends the turn)."""
-    with trio.fail_after(20):
+    with trio.fail_after(DEADLINE):
         while len(turns := engine_turns(await trio.to_thread.run_sync(run.fake.log))) < count:
             await trio.sleep(0.1)
     return [turn.prompt for turn in turns]
@@ -91,13 +92,14 @@ async def test_write_into_a_real_engine(engine_run: EngineRun) -> None:
     try:
         await _until(terminals, ScreenState.IDLE)
         assert await terminals.write("e", QUESTION) is WriteOutcome.OK
-        with trio.fail_after(20):
+        with trio.fail_after(DEADLINE):
             while not await terminals.turn_matches("e", QUESTION):
                 await trio.sleep(0.1)
         await _until(terminals, ScreenState.IDLE)
         assert await terminals.write("e", LONG) is WriteOutcome.OK  # folded by the engine, still confirmed
         wanted = [json.dumps(line)[1:-1] for line in (*QUESTION.splitlines(), *LONG.splitlines())]
-        with trio.fail_after(20):  # the engine may show its empty prompt a moment before it sends the turn
+        # The engine may show its empty prompt a moment before it sends the turn.
+        with trio.fail_after(DEADLINE):
             while not all(line in json.dumps(run.fake.log(bodies=True)) for line in wanted):
                 await trio.sleep(0.1)
         await _until(terminals, ScreenState.IDLE)
@@ -136,7 +138,7 @@ async def test_grok_takes_a_hostile_notice_as_one_visible_line(engine_run: Engin
         assert typed.startswith(head)
         assert "^M" in typed and "^C" in typed and "^U" in typed and "^@" in typed
         assert not any(ord(char) < 0x20 or 0x7F <= ord(char) < 0xA0 for char in prompts[0])
-        with trio.fail_after(20):
+        with trio.fail_after(DEADLINE):
             while not await terminals.turn_matches("e", notice):
                 await trio.sleep(0.1)
         await _until(terminals, ScreenState.IDLE)

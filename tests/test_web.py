@@ -36,6 +36,7 @@ MEMBERS = [
     {"id": "m-bob", "machineId": "machine-1", "agentId": "agent-bob", "name": "bob", "role": "Phone client"},
 ]
 SHOTS = Path(tempfile.gettempdir()) / "harness-web-shots"
+DEADLINE = 60.0  # generous: Chromium and the daemon share a loaded two-core machine
 # The elements a person needs at every width: who, the state of the link, the roster, the exchanges with
 # both states, the selected exchange and its answer, and the owner's actions.
 KEY_ELEMENTS = (
@@ -122,7 +123,7 @@ class Tab:
         assert "exceptionDetails" not in reply, reply["exceptionDetails"]
         return reply["result"].get("value")
 
-    async def until(self, expression: str, seconds: float = 10) -> Any:
+    async def until(self, expression: str, seconds: float = DEADLINE) -> Any:
         guarded = f"(() => {{ try {{ return ({expression}); }} catch (error) {{ return false; }} }})()"
         with trio.fail_after(seconds):
             while True:
@@ -152,7 +153,7 @@ class Tab:
             deviceScaleFactor=1,
             mobile=width < 600,
         )
-        await trio.sleep(0.2)
+        await self.until(f"window.innerWidth === {width}")
         boxes = await self.js(
             "(" + "(selectors) => selectors.map((s) => { const e = document.querySelector(s); "
             "if (!e) return [s, null]; const r = e.getBoundingClientRect(); const st = getComputedStyle(e); "
