@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import enum
 import re
+import types
 import typing
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -33,17 +34,30 @@ def camel(name: str) -> str:
 
 def _structure_scalar(value: object, tp: type[Any]) -> object:
     """Strict scalars: no "5" for 5, no True for 1, no 1 for True. Enums come by their value."""
+    if type(value) is tp:  # the common case first: a checkpoint holds a million of them
+        return value
     if issubclass(tp, enum.Enum):
         if not isinstance(value, str | int) or isinstance(value, bool):
             raise TypeError(f"expected one of {[member.value for member in tp]}")
         return tp(value)
-    if type(value) is tp or (tp is float and type(value) is int):
+    if tp is float and type(value) is int:
         return value
     raise TypeError(f"expected {tp.__name__}, got {type(value).__name__}")
 
 
 def _is_map(tp: Any) -> bool:
     return typing.get_origin(tp) is Map or tp is Map
+
+
+def _optional_of(tp: Any) -> Any:
+    """X for `X | None` (any other type: None)."""
+    args = typing.get_args(tp)
+    is_union = typing.get_origin(tp) in (typing.Union, types.UnionType)
+    return (
+        next((arg for arg in args if arg is not types.NoneType), None)
+        if is_union and len(args) == 2 and types.NoneType in args
+        else None
+    )
 
 
 def _is_frozenset(tp: Any) -> bool:
@@ -67,26 +81,41 @@ def _make_converter() -> cattrs.Converter:
     converter.register_structure_hook(enum.Enum, _structure_scalar)
     converter.register_unstructure_hook(enum.Enum, lambda value: value.value)
 
-    def structure_tuple(value: object, tp: Any) -> tuple[Any, ...]:
-        if not isinstance(value, list | tuple):
-            raise TypeError("expected a list")
+    def tuple_factory(tp: Any) -> Callable[[Any, Any], tuple[Any, ...]]:
         (item,) = (arg for arg in typing.get_args(tp) if arg is not Ellipsis)
-        return tuple(converter.structure(element, item) for element in value)
+        hook = converter.get_structure_hook(item)  # once per type, not per value or element
+
+        def structure_tuple(value: object, _: Any) -> tuple[Any, ...]:
+            if not isinstance(value, list | tuple):
+                raise TypeError("expected a list")
+            return tuple(hook(element, item) for element in value)
+
+        return structure_tuple
 
     def is_homogeneous_tuple(tp: Any) -> bool:
         return typing.get_origin(tp) is tuple and Ellipsis in typing.get_args(tp)
 
-    converter.register_structure_hook_func(is_homogeneous_tuple, structure_tuple)
+    converter.register_structure_hook_factory(is_homogeneous_tuple, tuple_factory)
 
     def structure_map(value: object, tp: Any) -> Map[Any, Any]:
         if not isinstance(value, dict):
             raise TypeError("expected an object")
         key_type, value_type = typing.get_args(tp)
-        return Map(
-            {converter.structure(k, key_type): converter.structure(v, value_type) for k, v in value.items()}
+        key_hook, value_hook = (
+            converter.get_structure_hook(key_type),
+            converter.get_structure_hook(value_type),
         )
+        return Map({key_hook(k, key_type): value_hook(v, value_type) for k, v in value.items()})
 
     converter.register_structure_hook_func(_is_map, structure_map)
+
+    def optional_factory(tp: Any) -> Callable[[Any, Any], Any]:
+        """cattrs looks the inner type's hook up on every optional value; this looks it up once."""
+        inner = _optional_of(tp)
+        hook = converter.get_structure_hook(inner)
+        return lambda value, _: None if value is None else hook(value, inner)
+
+    converter.register_structure_hook_factory(lambda tp: _optional_of(tp) is not None, optional_factory)
     converter.register_unstructure_hook_func(
         _is_map, lambda value: {k: converter.unstructure(v) for k, v in value.items()}
     )
