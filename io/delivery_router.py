@@ -127,7 +127,7 @@ class DeliveryRouter:
             for routed in restatement_routes(durable, team, self.known, translate, self.limits):
                 if routed.machine_id != self.machine_id:
                     remote.setdefault(routed.machine_id, []).append(routed.request)
-                elif machine is None and not self._present(routed, held):
+                elif machine is None and not self._moot_here(routed, held):
                     self.send(self.machine_id, routed.request)
         for other, owed in remote.items():
             if machine is not None and other != machine:
@@ -140,9 +140,14 @@ class DeliveryRouter:
                         self.send(other, request)
 
     @staticmethod
-    def _present(routed: Route, held: Container[str]) -> bool:
-        """A notice this machine's desk holds already: saying it again would change nothing there."""
-        return isinstance(routed.request, d.Submit) and routed.request.notice_id in held
+    def _moot_here(routed: Route, held: Container[str]) -> bool:
+        """A request that would change nothing on this machine's desk, replayed before any restatement: a
+        notice it holds already, or the withdrawal of one it never held (a desk skips unknown notices). At
+        the seed's bounds these are most of a restart's restatement: every finished exchange is withdrawn."""
+        request = routed.request
+        if isinstance(request, d.Submit):
+            return request.notice_id in held
+        return isinstance(request, d.Withdraw) and request.notice_id not in held
 
     def _never_left(self, submit: d.Submit) -> bool:
         """Whether the owner's view of a notice says it never got past `queued` (a later state, reported by
