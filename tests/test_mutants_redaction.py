@@ -131,3 +131,31 @@ def test_a_json_value_is_redacted_at_every_depth_keys_included_and_distinct() ->
     assert made.value(value) == {"a": ["x [S]", ["[S]"], 5, None], "[S]": 1, "[S]'": 2, "memberKey": 7}
     assert made.value("secret-1") == "[S]"
     assert DISABLED.value(value) is value
+
+
+# --- S7: the survivors of a full run over the module -------------------------------------------------------
+
+
+def test_occurrences_one_character_apart_are_all_replaced() -> None:
+    """The module's promise: "Every occurrence of a detected secret is replaced whole, even where two
+    detections overlap, so no character of a detected secret survives beside a marker". Eight `a`s are found
+    twice in nine, at 0 and at 1."""
+    made = redactor({"GH_TOKEN": "a" * 8})
+    assert made.text("<" + "a" * 9 + ">") == "<[REDACTED:env:GH_TOKEN]>"
+
+
+def test_detections_that_touch_without_overlapping_keep_a_marker_each() -> None:
+    """Only "overlapping detections become one replacement": two secrets side by side are two secrets."""
+    made = redactor({"GH_TOKEN": "secret-1"}, member_keys=["member-2"])
+    assert made.text("secret-1member-2secret-1") == (
+        "[REDACTED:env:GH_TOKEN][REDACTED:pattern:member_key][REDACTED:env:GH_TOKEN]"
+    )
+
+
+def test_a_known_key_or_token_of_exactly_eight_characters_is_a_secret() -> None:
+    """MIN_SECRET_CHARS is 8: shorter values are not treated as secrets, values of 8 are, for known keys and
+    tokens as for allowlisted variables."""
+    made = redactor({}, member_keys=[" 12345678 ", "1234567"], owner_tokens=["abcdefgh"])
+    assert made.text("12345678 1234567 abcdefgh") == (
+        "[REDACTED:pattern:member_key] 1234567 [REDACTED:pattern:owner_token]"
+    )
