@@ -85,23 +85,56 @@ def _spellings(value: str) -> set[str]:
     return {value, json.dumps(value, ensure_ascii=False)[1:-1], json.dumps(value)[1:-1]}
 
 
+_HEX_DIGITS: Final = frozenset("0123456789abcdef")
+
+
 @attrs.frozen
 class Redactor:
     """Replaces secrets in text and in JSON values. `literals` pairs each known secret spelling with its
-    marker, longest first so the widest detection names an overlap."""
+    marker; where detections overlap, the widest names the one replacement.
+
+    A data directory's member keys and owner tokens are lowercase hex, one or two hundred of them in a big
+    team: rather than one search of the text per key, every run of hex digits long enough to hold one is
+    found in one pass and each of its windows of a key's length is looked up (an occurrence of a hex
+    literal lies inside such a run). Other literals (environment values) are searched for one by one."""
 
     literals: tuple[tuple[str, str], ...] = ()
     enabled: bool = True
+    _plain: tuple[tuple[str, str], ...] = attrs.field(init=False, repr=False, eq=False)
+    _hex: dict[int, dict[str, str]] = attrs.field(
+        init=False, repr=False, eq=False
+    )  # length -> literal -> mark
+    _hex_run: re.Pattern[str] | None = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        hex_literals: dict[int, dict[str, str]] = {}
+        plain = []
+        for literal, mark in self.literals:
+            if literal and _HEX_DIGITS.issuperset(literal):
+                hex_literals.setdefault(len(literal), {})[literal] = mark
+            else:
+                plain.append((literal, mark))
+        run = re.compile(f"[0-9a-f]{{{min(hex_literals)},}}") if hex_literals else None
+        object.__setattr__(self, "_plain", tuple(plain))
+        object.__setattr__(self, "_hex", hex_literals)
+        object.__setattr__(self, "_hex_run", run)
 
     def text(self, text: str) -> str:
         if not self.enabled:
             return text
         spans: list[tuple[int, int, str]] = []
-        for literal, mark in self.literals:
+        for literal, mark in self._plain:
             start = text.find(literal)
             while start >= 0:
                 spans.append((start, start + len(literal), mark))
                 start = text.find(literal, start + 1)
+        if self._hex_run is not None:
+            for run in self._hex_run.finditer(text):
+                for length, marks in self._hex.items():
+                    for start in range(run.start(), run.end() - length + 1):
+                        found = marks.get(text[start : start + length])
+                        if found is not None:
+                            spans.append((start, start + length, found))
         for match in _PATTERN_RE.finditer(text):
             group = "secret" if match["secret"] is not None else match.lastgroup or ""
             kind = _GROUP_KINDS[match.lastgroup or ""]
@@ -163,7 +196,7 @@ def redactor(
             for spelling in _spellings(value.strip())
         )
     unique = dict(reversed(named))  # the first name given for a spelling wins
-    return Redactor(tuple(sorted(unique.items(), key=lambda item: -len(item[0]))))
+    return Redactor(tuple(unique.items()))
 
 
 # What HARNESS_REDACTION_DISABLED=1 gives: nothing is redacted (io warns once per run).

@@ -32,7 +32,7 @@ owner_tokens = st.text(HEX, min_size=64, max_size=64)
 # Environment values as credentials are spelled, with the characters JSON must escape and some beyond ASCII;
 # never brackets, so no value can be read across a marker's edge (see spec/trace-v1.md).
 env_values = st.text(
-    st.sampled_from(TOKEN_CHARS + "./+=~!@#$%^&*() \"\\\n\té€𝄞:"),
+    st.sampled_from(TOKEN_CHARS + './+=~!@#$%^&*() "\\\n\té€𝄞:'),
     min_size=redaction.MIN_SECRET_CHARS,
     max_size=40,
 ).filter(lambda value: value.strip() == value)
@@ -93,16 +93,21 @@ def _strings(value: object) -> list[str]:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_no_secret_reaches_the_trace_bytes(data: st.DataObject) -> None:
-    """"any secret of the listed shapes or env values, anywhere in any event (split across fields, inside
+    """ "any secret of the listed shapes or env values, anywhere in any event (split across fields, inside
     JSON strings, in evidence), never appears in the trace bytes"."""
     gh_token, api_key = data.draw(env_values), data.draw(env_values)
     member_key, owner_token = data.draw(member_keys), data.draw(owner_tokens)
     shapes = data.draw(st.lists(shaped, min_size=1, max_size=3))
     env = {"GH_TOKEN": gh_token, "ANTHROPIC_API_KEY": api_key, "PATH": "/usr/bin"}
     redact = redactor(env, member_keys=[member_key], owner_tokens=[owner_token])
-    markers = "".join(marker(layer, name) for layer, name in (
-        ("env", "GH_TOKEN"), ("env", "ANTHROPIC_API_KEY"), *(("pattern", kind) for kind in redaction.PATTERNS)
-    ))
+    markers = "".join(
+        marker(layer, name)
+        for layer, name in (
+            ("env", "GH_TOKEN"),
+            ("env", "ANTHROPIC_API_KEY"),
+            *(("pattern", kind) for kind in redaction.PATTERNS),
+        )
+    )
     secrets = [gh_token, api_key, member_key, owner_token, *shapes]
     assume(not any(secret in markers for secret in secrets))
     events = [data.draw(carried(secret)) for secret in secrets]
@@ -125,6 +130,52 @@ def test_an_unknown_member_key_standing_alone_is_redacted_by_its_shape(
     assert out.count(marker("pattern", "member_key")) >= len(keys)
 
 
+def _found_one_literal_at_a_time(redactor_: Redactor, text: str) -> list[tuple[int, int, str]]:
+    """Every occurrence of every literal, overlapping ones included: what the per-literal search found."""
+    spans = []
+    for literal, mark in redactor_.literals:
+        start = text.find(literal)
+        while start >= 0:
+            spans.append((start, start + len(literal), mark))
+            start = text.find(literal, start + 1)
+    return spans
+
+
+def _redact_spans(text: str, spans: list[tuple[int, int, str]]) -> str:
+    if not spans:
+        return text
+    spans.sort(key=lambda span: (span[0], -span[1]))
+    out, position, (start, end, mark) = [], 0, spans[0]
+    for next_start, next_end, next_mark in spans[1:]:
+        if next_start < end:
+            end = max(end, next_end)
+            continue
+        out += (text[position:start], mark)
+        position, (start, end, mark) = end, (next_start, next_end, next_mark)
+    return "".join([*out, text[position:start], mark, text[end:]])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.text(HEX, min_size=8, max_size=64), min_size=1, max_size=6),
+    st.lists(st.text(HEX + "xyz-_ ", max_size=30), max_size=6),
+    st.data(),
+)
+def test_hex_literals_found_by_runs_are_every_occurrence_a_search_finds(
+    keys: list[str], fillers: list[str], data: st.DataObject
+) -> None:
+    """The one-pass search of hex runs (a big team's hundreds of keys) finds exactly what searching the text
+    for each key found: overlapping occurrences, keys inside longer hex runs, keys glued to words. Shapes off
+    (no pattern can match: the pieces hold no 48-hex run standing alone), so the literals alone decide."""
+    made = redactor({}, member_keys=keys)
+    pieces = data.draw(
+        st.lists(st.sampled_from([*keys, *fillers, *(k[: len(k) // 2] for k in keys)]), max_size=12)
+    )
+    text = "".join(pieces)
+    assume(not redaction._PATTERN_RE.search(text))
+    assert made.text(text) == _redact_spans(text, _found_one_literal_at_a_time(made, text))
+
+
 def test_other_hex_ids_and_digests_are_left_alone() -> None:
     """Member keys are 48 hex digits: the project's 32-hex ids, git's 40, a SHA-256 digest's 64 and a longer
     run that merely contains 48 are not keys; an unlabelled 64-hex run is a digest, not the owner token."""
@@ -138,9 +189,14 @@ def test_other_hex_ids_and_digests_are_left_alone() -> None:
 
 def test_credential_fields_and_keys_are_redacted_in_json_values() -> None:
     redact = redactor({"GH_TOKEN": "gh-value-123456"})
-    value = redact.value({
-        "memberKey": "short", "ownerToken": "x", "gh-value-123456": 1, "ghp_a": ["ghp_b", {"ghp_c": True}],
-    })
+    value = redact.value(
+        {
+            "memberKey": "short",
+            "ownerToken": "x",
+            "gh-value-123456": 1,
+            "ghp_a": ["ghp_b", {"ghp_c": True}],
+        }
+    )
     assert value == {
         "memberKey": marker("pattern", "member_key"),
         "ownerToken": marker("pattern", "owner_token"),
@@ -152,7 +208,7 @@ def test_credential_fields_and_keys_are_redacted_in_json_values() -> None:
 
 
 def test_the_allowlist_variable_replaces_the_default_list() -> None:
-    """"The variable replaces the default list. It does not extend the list.\""""
+    """ "The variable replaces the default list. It does not extend the list.\""""
     env = {"GH_TOKEN": "gh-secret-value", "MY_TOKEN": "my-secret-value", "OTHER": "other-secret-value"}
     default = redactor(env).text("gh-secret-value my-secret-value")
     assert default == f"{marker('env', 'GH_TOKEN')} my-secret-value"
@@ -191,7 +247,7 @@ def _run(directory: Path, env: dict[str, str]) -> subprocess.CompletedProcess[st
 
 
 def test_the_disable_switch_warns_exactly_once_per_run(tmp_path: Path) -> None:
-    """"Set ..._REDACTION_DISABLED=1 to disable it (one stderr warning per run).\""""
+    """ "Set ..._REDACTION_DISABLED=1 to disable it (one stderr warning per run).\""""
     env = {"PATH": "/usr/bin:/bin", redaction.DISABLED_VARIABLE: "1"}
     done = _run(tmp_path, env)
     assert done.returncode == 0, done.stderr
