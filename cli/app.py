@@ -7,6 +7,7 @@
 # is still the whole application, for tests.
 import contextlib
 import errno
+import functools
 import importlib
 import inspect
 import os
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer._click.core import Command
 from typer._click.exceptions import ClickException, NoArgsIsHelpError
 
 from harness.cli import output
@@ -228,12 +230,13 @@ def run_typer(argv: list[str], json_out: bool) -> int:
     """Run `argv` through the part of the application it names and return its exit status. A usage error is
     one line (one JSON document with --json) with code `bad_request` and status 2, like the fast path's, never
     click's boxed message."""
-    root = application(argv[:1] if argv[:1] and argv[0] in TOP else TOP)
+    names = frozenset(argv[:1] if argv[:1] and argv[0] in TOP else TOP)
+    root = _application(names)
     direct = parse_direct(root, argv)
     if direct is not None:
         return run_direct(*direct)
     try:
-        status = typer.main.get_command(root).main(argv, prog_name="harness", standalone_mode=False)
+        status = _click_command(names).main(argv, prog_name="harness", standalone_mode=False)
     except NoArgsIsHelpError:  # the help has been printed
         return output.USAGE
     except ClickException as error:
@@ -666,9 +669,21 @@ def _add(root: typer.Typer, name: str) -> None:
         root.add_typer(found, name=name, help=TOP[name])
 
 
+@functools.cache
+def _click_command(names: frozenset[str]) -> Command:
+    """Typer builds click's command tree anew on every call (60 ms for the whole application): once a
+    process is enough, and an in-process caller (the CLI fuzz) runs thousands of command lines."""
+    return typer.main.get_command(_application(names))
+
+
 def application(names: Iterable[str]) -> typer.Typer:
-    """`harness` with only the top-level commands `names`, in their usual order; no other is imported."""
-    wanted = set(names)
+    """`harness` with only the top-level commands `names`, in their usual order; no other is imported.
+    Built once per process for each set of names, and never changed after."""
+    return _application(frozenset(names))
+
+
+@functools.cache
+def _application(wanted: frozenset[str]) -> typer.Typer:
     root = typer.Typer(
         name="harness", help=ABOUT, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False
     )
