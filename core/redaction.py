@@ -98,12 +98,13 @@ class Redactor:
     found in one pass and each of its windows of a key's length is looked up (an occurrence of a hex
     literal lies inside such a run). Other literals (environment values) are searched for one by one."""
 
-    literals: tuple[tuple[str, str], ...] = ()
+    # The secrets themselves: never in a repr, which a log line or a traceback could carry.
+    literals: tuple[tuple[str, str], ...] = attrs.field(default=(), repr=False)
     enabled: bool = True
+    # Derived from `literals` alone, so equality leaves them out (and the repr: they are the secrets too).
+    # `_hex`: a hex literal's length -> the literals of that length -> their markers.
     _plain: tuple[tuple[str, str], ...] = attrs.field(init=False, repr=False, eq=False)
-    _hex: dict[int, dict[str, str]] = attrs.field(
-        init=False, repr=False, eq=False
-    )  # length -> literal -> mark
+    _hex: dict[int, dict[str, str]] = attrs.field(init=False, repr=False, eq=False)
     _hex_run: re.Pattern[str] | None = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:

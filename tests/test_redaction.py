@@ -176,6 +176,15 @@ def test_hex_literals_found_by_runs_are_every_occurrence_a_search_finds(
     assert made.text(text) == _redact_spans(text, _found_one_literal_at_a_time(made, text))
 
 
+def test_a_redactors_repr_shows_no_secret() -> None:
+    """A repr reaches logs and tracebacks: the redactor that holds the secrets must not print them."""
+    key, token = "ab" * 24, "cd" * 32
+    made = redactor({"GH_TOKEN": "env-secret-value"}, member_keys=[key], owner_tokens=[token])
+    shown = repr(made)
+    assert made.text(f"{key} {token} env-secret-value").count("[REDACTED:") == 3
+    assert not any(secret in shown for secret in (key, token, "env-secret-value", "[0-9a-f]"))
+
+
 def test_other_hex_ids_and_digests_are_left_alone() -> None:
     """Member keys are 48 hex digits: the project's 32-hex ids, git's 40, a SHA-256 digest's 64 and a longer
     run that merely contains 48 are not keys; an unlabelled 64-hex run is a digest, not the owner token."""
