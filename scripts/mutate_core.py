@@ -221,6 +221,7 @@ class Mutant(NamedTuple):
     function: str  # the innermost enclosing `def` as Class.method, or <module>: with `description` and
     description: str  # `code`, the mutant's name in mutants_equivalent.toml, which survives edits elsewhere
     code: str  # the mutated line as written (stripped): two mutants alike in a function differ here
+    occurrence: int  # 1, 2, ...: among the mutants alike in function, description and code, in source order
     source: str
 
 
@@ -242,14 +243,16 @@ def mutants(source: str) -> list[Mutant]:
     lines = source.splitlines()
     spans = list(_functions(tree))
     found = []
+    seen: dict[tuple[str, str, str], int] = {}
     for line, description, apply in list(_sites(tree)):
         undo = apply()
         mutated = ast.unparse(tree)
         undo()
         if mutated != original:
             inner = [(first, name) for first, last, name in spans if first <= line <= last]
-            function = max(inner)[1] if inner else "<module>"
-            found.append(Mutant(line, function, description, lines[line - 1].strip(), mutated))
+            name = (max(inner)[1] if inner else "<module>", description, lines[line - 1].strip())
+            seen[name] = seen.get(name, 0) + 1
+            found.append(Mutant(line, *name, seen[name], mutated))
     return found
 
 
@@ -273,12 +276,16 @@ def core_tests(module: str) -> list[str]:
     return [f"tests/{test}" for test in dict.fromkeys(tests)]
 
 
-def equivalents() -> dict[tuple[str, str, str, str], str]:
-    """mutants_equivalent.toml: (module, function, mutant description, line as written) -> why no test can
-    tell that one mutant apart. The line keeps an entry from excusing a sibling alike in name ("return value
-    -> None" of another `return` of the function) that a test may well tell apart."""
+def equivalents() -> dict[tuple[str, str, str, str, int], str]:
+    """mutants_equivalent.toml: (module, function, mutant description, line as written, occurrence) -> why
+    no test can tell that one mutant apart. The line keeps an entry from excusing a sibling alike in name
+    ("return value -> None" of another `return` of the function) that a test may well tell apart; the
+    occurrence (default 1) does the same on one line (`init=False, repr=False`: two "False -> True")."""
     entries = tomllib.loads(EQUIVALENT_FILE.read_text(encoding="utf-8")).get("equivalent", [])
-    return {(e["module"], e["function"], e["mutant"], e["code"]): e["reason"] for e in entries}
+    return {
+        (e["module"], e["function"], e["mutant"], e["code"], e.get("occurrence", 1)): e["reason"]
+        for e in entries
+    }
 
 
 # --- running tests: a forked child of this process per run -----------------------------------------------
@@ -445,7 +452,7 @@ def mutate(plan: dict[str, list[str]], sample: int | None, seed: int, jobs: int)
             found = [found[i] for i in sorted(random.Random(seed).sample(range(len(found)), sample))]
         timeout = max(MIN_TIMEOUT, TIMEOUT_FACTOR * baselines[module].seconds)
         for mutant in found:
-            reason = known.get((module, mutant.function, mutant.description, mutant.code))
+            reason = known.get((module, mutant.function, mutant.description, mutant.code, mutant.occurrence))
             if reason is None:
                 runs.append(Run(module, mutant, tests, timeout))
             else:

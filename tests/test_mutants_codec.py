@@ -344,3 +344,12 @@ def test_a_board_commands_result_is_shown_by_its_kind() -> None:
     members = (board.members["m1"],)
     assert board_result_view(board, members) == {"members": [board_member_view(board, board.members["m1"])]}
     assert board_result_view(board, board.tasks["op4"]) == to_json(board.tasks["op4"])
+
+
+def test_board_records_carry_the_seeds_journal_version_1() -> None:
+    """Seed 002: "Recovery accepts only valid journalVersion: 1 checkpoint and delta entries". The number is
+    the seed's, not ours to pick: a board journal written with any other is one no other reader accepts."""
+    from harness.core import board_recovery
+
+    record = wire(board_recovery.checkpoint_record(_board()))
+    assert record["journalVersion"] == 1 and board_from_json(record["board"]) == _board()
