@@ -219,7 +219,7 @@ def _end_group(pgid: int) -> None:
 def turns(stdout: str) -> int | None:
     """The turns an engine reported: the last JSON object line of its output with `num_turns` (claude -p
     --output-format json) or `turns` (script engines)."""
-    for line in reversed(stdout.strip().splitlines()):
+    for line in reversed(stdout.strip().split("\n")):  # not splitlines: JSON may hold a raw U+2028
         value = parse_json(line.strip(), max_bytes=KEPT_OUTPUT) if line.strip().startswith("{") else None
         if isinstance(value, dict):
             for key in ("num_turns", "turns"):

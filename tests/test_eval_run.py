@@ -242,6 +242,8 @@ def test_real_engine_adapters_run_each_cli_non_interactively() -> None:
     assert not eval_runner.engine("claude").brief_on_stdin
     assert eval_runner.turns('noise\n{"type": "result", "num_turns": 7}\n') == 7
     assert eval_runner.turns("no json here") is None
+    # JSON.stringify leaves U+2028 and U+0085 raw in a string: they are text, not line ends.
+    assert eval_runner.turns('{"num_turns": 4, "result": "a\u2028b\x85c"}\n') == 4
 
 
 CODEX_CONFIG = """\

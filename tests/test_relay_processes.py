@@ -231,7 +231,7 @@ class World:
             return []
         # The relay is still writing: a last line without its newline is not there yet.
         complete = self.record.read_text().rpartition("\n")[0]
-        lines = [json.loads(line) for line in complete.splitlines()]
+        lines = [json.loads(line) for line in complete.split("\n") if line]  # not splitlines: U+2028 is text
         return [(line["direction"], json.loads(line["message"])) for line in lines]
 
     def welcomes(self, address: str) -> int:
@@ -561,7 +561,7 @@ def test_replayed_reordered_truncated_and_tampered_frames_change_nothing(world: 
     fresh = fresh_frames(world, 2)
     far = header(fresh[1])[1] + 10
     assert world.a.daemon.stop() == 0  # SIGTERM: A stops cleanly and leaves the relay to the injector
-    b_before = files(world.b.home)
+    b_before = settled(lambda: files(world.b.home), "B's files after the question", 1.0)
     # Each refusal differs from the one before, so B logs each (it logs a run of one reason once).
     injected = [
         (frames[-1], "replay", f"counter {last} of epoch {epoch} was already accepted"),  # exact replay
