@@ -112,7 +112,7 @@ def test_no_secret_reaches_the_trace_bytes(data: st.DataObject) -> None:
     assume(not any(secret in markers for secret in secrets))
     events = [data.draw(carried(secret)) for secret in secrets]
     written = _written(redact, data.draw(st.permutations(events)))
-    seen = [s for line in written.split("\n") if line for s in _strings(json.loads(line))]  # U+2028 is text
+    seen = [s for line in written.split(b"\n") if line for s in _strings(json.loads(line))]  # U+2028 is text
     for secret in secrets:
         for spelling in _spellings(secret):
             assert spelling.encode() not in written, (secret, written)
