@@ -55,7 +55,7 @@ class ThreadedDaemon:
         self._token: trio.lowlevel.TrioToken | None = None
         self._thread = threading.Thread(target=trio.run, args=(self._main,), daemon=True)
         self._thread.start()
-        assert self._ready.wait(10)
+        assert self._ready.wait(60)  # generous: a loaded two-core machine
 
     async def _main(self) -> None:
         async with trio.open_nursery() as nursery:
@@ -66,7 +66,7 @@ class ThreadedDaemon:
     def close(self) -> None:
         assert self._token is not None
         trio.from_thread.run_sync(self.daemon.stop, trio_token=self._token)
-        self._thread.join(10)
+        self._thread.join(60)
         assert not self._thread.is_alive()
 
 

@@ -54,13 +54,13 @@ class DaemonThread:
 
         self._thread = threading.Thread(target=trio.run, args=(main,), daemon=True)
         self._thread.start()
-        assert ready.wait(10), "the daemon did not start"
+        assert ready.wait(60), "the daemon did not start"  # generous: a loaded two-core machine
         return self
 
     def stop(self) -> None:
         assert self._token is not None and self._daemon is not None and self._thread is not None
         trio.from_thread.run_sync(self._daemon.stop, trio_token=self._token)
-        self._thread.join(10)
+        self._thread.join(60)
         assert not self._thread.is_alive()
         assert self._daemon.internal_errors == 0
 
