@@ -97,17 +97,19 @@ def _make_converter() -> cattrs.Converter:
 
     converter.register_structure_hook_factory(is_homogeneous_tuple, tuple_factory)
 
-    def structure_map(value: object, tp: Any) -> Map[Any, Any]:
-        if not isinstance(value, dict):
-            raise TypeError("expected an object")
+    def map_factory(tp: Any) -> Callable[[Any, Any], Map[Any, Any]]:
         key_type, value_type = typing.get_args(tp)
-        key_hook, value_hook = (
-            converter.get_structure_hook(key_type),
-            converter.get_structure_hook(value_type),
-        )
-        return Map({key_hook(k, key_type): value_hook(v, value_type) for k, v in value.items()})
+        key_hook = converter.get_structure_hook(key_type)  # once per type, as for tuples
+        value_hook = converter.get_structure_hook(value_type)
 
-    converter.register_structure_hook_func(_is_map, structure_map)
+        def structure_map(value: object, _: Any) -> Map[Any, Any]:
+            if not isinstance(value, dict):
+                raise TypeError("expected an object")
+            return Map({key_hook(k, key_type): value_hook(v, value_type) for k, v in value.items()})
+
+        return structure_map
+
+    converter.register_structure_hook_factory(_is_map, map_factory)
 
     def optional_factory(tp: Any) -> Callable[[Any, Any], Any]:
         """cattrs looks the inner type's hook up on every optional value; this looks it up once."""
@@ -121,13 +123,18 @@ def _make_converter() -> cattrs.Converter:
     )
 
     # Sets (a desk's held teams) travel as sorted lists, so a checkpoint is deterministic bytes.
-    def structure_frozenset(value: object, tp: Any) -> frozenset[Any]:
-        if not isinstance(value, list):
-            raise TypeError("expected a list")
+    def frozenset_factory(tp: Any) -> Callable[[Any, Any], frozenset[Any]]:
         (item,) = typing.get_args(tp) or (Any,)
-        return frozenset(converter.structure(element, item) for element in value)
+        hook = converter.get_structure_hook(item)
 
-    converter.register_structure_hook_func(_is_frozenset, structure_frozenset)
+        def structure_frozenset(value: object, _: Any) -> frozenset[Any]:
+            if not isinstance(value, list):
+                raise TypeError("expected a list")
+            return frozenset(hook(element, item) for element in value)
+
+        return structure_frozenset
+
+    converter.register_structure_hook_factory(_is_frozenset, frozenset_factory)
     converter.register_unstructure_hook_func(
         _is_frozenset, lambda value: sorted(converter.unstructure(v) for v in value)
     )
