@@ -1,0 +1,130 @@
+# What a restart restates to this machine's desk (io/delivery_router.py `restate`): it skips what the replayed
+# desk would ignore (`_moot_here`), and only that. A crash can leave the desk's journal behind the ledger's;
+# restoring an older copy of the desk's journal under a later ledger reproduces that gap in a real daemon,
+# and the requests the restatement hands this desk are recorded at the router.
+from __future__ import annotations
+
+import shutil
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import attrs
+import pytest
+
+from harness.core import delivery as d
+from harness.core.limits import DEFAULT_LIMITS
+from harness.io.agents import AgentRegistry
+from harness.io.daemon import Daemon
+from harness.io.delivery_router import DeliveryRouter
+from harness.io.journal import delivery_store_dir
+from harness.io.team_delivery import OwnerRequest
+from harness.io.terminal_port import ScreenState
+from tests.test_daemon import Api, running, team_with_keys
+from tests.test_desk_runner import TIMING, FakeTerminals, until
+
+# Questions must stay open however slow the machine (the default time to live is minutes).
+LIMITS = attrs.evolve(DEFAULT_LIMITS, write_settle_ms=50)
+
+
+def question(exchange_id: str) -> str:
+    return f"t1/{exchange_id}/question"
+
+
+@asynccontextmanager
+async def busy_daemon(home: Path) -> AsyncIterator[Daemon]:
+    """A daemon whose agents' screens stay busy: every notice its desk holds stays where restarts put it."""
+    fake = FakeTerminals({"agent-alice": ScreenState.BUSY, "agent-bob": ScreenState.BUSY})
+
+    def factory(registry: AgentRegistry) -> FakeTerminals:
+        return fake
+
+    async with running(home, LIMITS, terminals=factory, runner_timing=TIMING) as daemon:
+        yield daemon
+    assert fake.writes == []
+
+
+def desk_notices(daemon: Daemon) -> dict[str, d.DeliveryState]:
+    assert daemon.desk is not None
+    return {notice.id: notice.state for notice in daemon.desk.desk.notices.values()}
+
+
+def record_restatement(monkeypatch: pytest.MonkeyPatch) -> list[OwnerRequest]:
+    """What `restate` hands this machine's desk, from now on (it runs synchronously: nothing else sends
+    while it runs)."""
+    restated: list[OwnerRequest] = []
+    restating = [False]
+    restate, send = DeliveryRouter.restate, DeliveryRouter.send
+
+    def recording_restate(router: DeliveryRouter, machine: str | None = None) -> None:
+        restating[0] = True
+        try:
+            restate(router, machine)
+        finally:
+            restating[0] = False
+
+    def recording_send(router: DeliveryRouter, machine_id: str, command: OwnerRequest) -> None:
+        if restating[0] and machine_id == router.machine_id:
+            restated.append(command)
+        send(router, machine_id, command)
+
+    monkeypatch.setattr(DeliveryRouter, "restate", recording_restate)
+    monkeypatch.setattr(DeliveryRouter, "send", recording_send)
+    return restated
+
+
+def notice_ids(requests: list[OwnerRequest], kind: type[d.Submit] | type[d.Withdraw]) -> set[str]:
+    return {request.notice_id for request in requests if isinstance(request, kind)}
+
+
+async def test_a_restart_restates_what_the_desk_lacks_and_skips_what_it_would_ignore(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seed: "After a restart, known-unsent notices resume" — and a desk that already has a notice, or never
+    had the one withdrawn, is not told again. The desk's journal is restored to before q3 and q4 were asked
+    and q2 and q3 cancelled, under the ledger that recorded all of it:
+
+    q1 open, the desk holds it: its submit is moot.        q2 cancelled, the desk holds it queued: withdrawn.
+    q3 cancelled, the desk never held it: moot.            q4 open, the desk lacks it: submitted."""
+    async with busy_daemon(tmp_path) as daemon:
+        owner = await Api.open(daemon)
+        keys = await team_with_keys(owner, people=("alice", "bob"), machine=daemon.machine_id)
+        alice = await Api.open(daemon, keys["alice"])
+        for exchange_id in ("q1", "q2"):
+            await alice("ask", "t1", id=exchange_id, to="bob", text=f"{exchange_id}, asked before the copy")
+        await until(lambda: {question("q1"), question("q2")} <= desk_notices(daemon).keys())
+        introductions = {n for n in desk_notices(daemon) if n.endswith("/introduction")}
+        assert len(introductions) == 2
+    before = tmp_path / "desk-before"
+    shutil.copytree(delivery_store_dir(tmp_path), before)
+
+    async with busy_daemon(tmp_path) as daemon:
+        alice = await Api.open(daemon, keys["alice"])
+        for exchange_id in ("q3", "q4"):
+            await alice("ask", "t1", id=exchange_id, to="bob", text=f"{exchange_id}, asked after the copy")
+        for exchange_id in ("q2", "q3"):
+            await alice("cancel", "t1", questionId=exchange_id)
+        withdrawn = {question("q2"): d.DeliveryState.WITHDRAWN, question("q3"): d.DeliveryState.WITHDRAWN}
+        await until(lambda: withdrawn.items() <= desk_notices(daemon).items())
+    shutil.rmtree(delivery_store_dir(tmp_path))
+    shutil.copytree(before, delivery_store_dir(tmp_path))
+
+    restated = record_restatement(monkeypatch)
+    async with busy_daemon(tmp_path) as daemon:
+        exchanges = daemon.durable.teams["t1"].exchanges
+        assert [exchanges[q].state.value for q in ("q1", "q2", "q3", "q4")] == [
+            "open", "cancelled", "cancelled", "open"
+        ]  # fmt: skip
+        submitted, withdrawals = notice_ids(restated, d.Submit), notice_ids(restated, d.Withdraw)
+        assert question("q2") in withdrawals, (
+            f"the owed withdrawal of a notice the desk holds was skipped: {withdrawals}"
+        )
+        assert question("q3") not in withdrawals, "a notice the desk never held was withdrawn again"
+        assert question("q4") in submitted, f"a notice the desk lacks was not submitted again: {submitted}"
+        assert submitted.isdisjoint({question("q1"), *introductions}), (
+            f"notices the desk holds were submitted again: {sorted(submitted)}"
+        )
+        # What the desk does with it: the cancelled question can no longer be written, the owed one is back.
+        await until(lambda: desk_notices(daemon).get(question("q2")) is d.DeliveryState.WITHDRAWN)
+        await until(lambda: desk_notices(daemon).get(question("q4")) is d.DeliveryState.QUEUED)
+        assert question("q3") not in desk_notices(daemon)
