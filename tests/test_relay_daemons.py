@@ -256,6 +256,9 @@ async def test_the_owner_asks_the_destination_desk_what_became_of_a_notice(tmp_p
         await call(lambda: request(a, "ask", alice, id="q1", to="bob", text=BODY))
         question = f"{TEAM_ID}/q1/{NoticeKind.QUESTION.value}"
         await eventually(lambda: desk_state(b, question) == "queued")
+        # B's own word on it has reached A, so the stale word below is the last A hears, not overtaken by it.
+        assert b.desk is not None
+        await eventually(lambda: view_reason(a, "q1") == b.desk.desk.notices[question].reason.value)
 
         # The owner's view went stale; asking B's desk (through the relay) tells the truth and records it.
         await a.report(DeliveryReport(TEAM_ID, question, "queued", "offline"))
