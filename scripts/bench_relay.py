@@ -4,20 +4,27 @@
 #  2. ask -> notice latency between two real daemons (separate data directories, paired through the relay)
 #     against the same ask to a member on the owner's own machine, with a stage breakdown of both paths;
 #  3. frames per second through the relay, one sender streaming to one receiver under a credit window:
-#     raw blobs against frames sealed with SendSession.seal and opened with ReceiveSession.open.
-# Everything runs in this one process and one trio thread (relay, daemons, clients), on 127.0.0.1: the
-# figures are software cost with no network latency, and each is printed against a baseline of the same run.
+#     raw blobs against frames sealed with SendSession.seal and opened with ReceiveSession.open;
+#  4. a member's read-only `harness team ... --machine OWNER` call, a cold CLI process on the paired machine,
+#     against the same call made on the owner's machine to its own daemon, with what each path imports.
+# Everything but section 4's CLI processes runs in this one process and one trio thread (relay, daemons,
+# clients), on 127.0.0.1: the figures are software cost with no network latency, and each is printed against a
+# baseline of the same run.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import json
 import os
+import re
+import resource
 import secrets
 import statistics
+import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -38,13 +45,15 @@ from harness.core.limits import DEFAULT_LIMITS
 from harness.core.records import NoticeKind
 from harness.io import home as homes
 from harness.io import pairing
+from harness.io.client import Client
 from harness.io.daemon import Daemon
 from harness.io.desk_runner import DeskRunner
 from harness.io.relay import DROPPED, Notice, Relay, connect_relay
 from harness.io.remote import RemoteNode, TeamAnswer
+from harness.io.remote_client import call_remote
 from harness.io.rpc import RESULT_TYPE, request_frame, result_frame
 from harness.io.seal import DEFAULT_BLOCK, Identity, ReceiveSession, SendSession
-from harness.io.team_delivery import DeliveryReport
+from harness.io.team_delivery import DeliveryReport, OwnerRequest
 
 FRAME = '{"type":"team","requestId":"r","action":"inbox","teamId":"t","pad":"' + "x" * 900 + '"}'
 TEAM_ID = "benchteam00000000000000000000042"
@@ -72,6 +81,7 @@ class Sizes:
     notice_warmup: int
     stream_frames: int  # timed
     stream_warm: int
+    cli_samples: int  # cold CLI processes per path
 
 
 FULL = Sizes(
@@ -81,9 +91,16 @@ FULL = Sizes(
     notice_warmup=20,
     stream_frames=5000,
     stream_warm=500,
+    cli_samples=30,
 )
 QUICK = Sizes(
-    round_trips=50, seal_frames=500, notice_samples=20, notice_warmup=3, stream_frames=500, stream_warm=100
+    round_trips=50,
+    seal_frames=500,
+    notice_samples=20,
+    notice_warmup=3,
+    stream_frames=500,
+    stream_warm=100,
+    cli_samples=6,
 )
 
 
@@ -186,15 +203,21 @@ class Probe:
 
 
 def hook_desk(desk: DeskRunner, probe: Probe) -> None:
-    """Marks AT_DESK when the desk's submit() is entered with the probed notice, and DURABLE when `apply`,
-    having journaled it (the append returns once fsynced) and adopted the new desk state, starts acting on
-    its effects. A hook on the desk's own code path: no polling."""
-    submit, act = desk.submit, desk._act
+    """Marks AT_DESK when the desk's submit() or requests() (a batch of owner requests) is entered with the
+    probed notice, and DURABLE when `apply_all`, having journaled it (the append returns once fsynced) and
+    adopted the new desk state, starts acting on its effects. A hook on the desk's own code path: no
+    polling."""
+    submit, requests, act = desk.submit, desk.requests, desk._act
 
     async def hooked_submit(command: d.Submit) -> None:
         if command.notice_id == probe.notice:
             probe.mark(AT_DESK)
         await submit(command)
+
+    async def hooked_requests(commands: Sequence[OwnerRequest]) -> None:
+        if any(isinstance(c, d.Submit) and c.notice_id == probe.notice for c in commands):
+            probe.mark(AT_DESK)
+        await requests(commands)
 
     async def hooked_act(effects: Any) -> None:
         if probe.notice is not None and DURABLE not in probe.marks and probe.notice in desk.desk.notices:
@@ -203,6 +226,7 @@ def hook_desk(desk: DeskRunner, probe: Probe) -> None:
         await act(effects)
 
     desk.submit = hooked_submit  # type: ignore[method-assign]
+    desk.requests = hooked_requests  # type: ignore[method-assign]
     desk._act = hooked_act  # type: ignore[method-assign]
 
 
@@ -509,6 +533,167 @@ def print_stream(raw: Stream, sealed: Stream) -> None:
     )
 
 
+# --- 4. a `--machine` CLI call against the same call locally ----------------------------------------------
+
+HARNESS_CLI = Path(sys.executable).with_name("harness")  # this environment's console script: what a user runs
+IMPORT_LINE = re.compile(r"import time:\s*(\d+) \|\s*(\d+) \|( *)(\S+)")
+
+
+@attrs.define
+class Imports:
+    """What `python -X importtime` says a process imported: module -> its own and cumulative microseconds,
+    and the module whose import first imported it (None: the interpreter's startup or the script)."""
+
+    own: dict[str, int] = attrs.Factory(dict)
+    cumulative: dict[str, int] = attrs.Factory(dict)
+    parent: dict[str, str | None] = attrs.Factory(dict)
+
+    @property
+    def total(self) -> float:
+        return sum(self.own.values()) / 1e6
+
+    def top(self, names: set[str], count: int) -> list[tuple[str, int]]:
+        """The `count` costliest of `names` by cumulative time, counting each import tree once: only the
+        modules whose importer is not itself in `names`."""
+        outer = [name for name in names if self.parent[name] not in names]
+        return sorted(((name, self.cumulative[name]) for name in outer), key=lambda item: -item[1])[:count]
+
+
+@attrs.define
+class CliRun:
+    bare: list[float] = attrs.Factory(list)  # wall seconds of `python -c pass`
+    local: list[float] = attrs.Factory(list)  # wall seconds of the whole process
+    machine: list[float] = attrs.Factory(list)
+    local_cpu: list[float] = attrs.Factory(list)  # user + system seconds of the process
+    machine_cpu: list[float] = attrs.Factory(list)
+    local_call: list[float] = attrs.Factory(list)  # the request alone, in a warm thread of this process
+    machine_call: list[float] = attrs.Factory(list)
+    imports: dict[str, list[Imports]] = attrs.Factory(dict)
+
+
+def cli_env(home: Path) -> dict[str, str]:
+    return {**os.environ, homes.HOME_ENV: str(home)}
+
+
+async def cli_process(argv: list[str], home: Path) -> tuple[float, float, bytes, bytes]:
+    """One cold `harness` process with HARNESS_HOME=`home`: wall and CPU seconds, stdout, stderr."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = await trio.run_process(
+        argv, env=cli_env(home), capture_stdout=True, capture_stderr=True, check=False
+    )
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise RuntimeError(f"{argv[1:]} exited {done.returncode}: {done.stdout!r} {done.stderr!r}")
+    return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, done.stdout, done.stderr
+
+
+def parse_imports(stderr: bytes) -> Imports:
+    """-X importtime lists a module after the ones its import brought in, indented one step less."""
+    found = Imports()
+    waiting: dict[int, list[str]] = collections.defaultdict(list)  # depth -> modules without an importer yet
+    for match in IMPORT_LINE.finditer(stderr.decode()):
+        own, cumulative, indent, name = match.groups()
+        depth = len(indent) // 2
+        found.own[name], found.cumulative[name], found.parent[name] = int(own), int(cumulative), None
+        for child in waiting.pop(depth + 1, []):
+            found.parent[child] = name
+        waiting[depth].append(name)
+    return found
+
+
+async def machine_calls(tmp: Path, sizes: Sizes) -> CliRun:
+    """`harness team --team T --key-file K members --json` by a member whose agent is on machine B: on A (the
+    owner, its own daemon) and on B with `--machine A` (B's gateway -> relay -> A), as cold processes,
+    interleaved; then the same requests made in a warm thread of this process, and each path's imports."""
+    run = CliRun()
+    async with two_daemons(tmp, lambda direction, message: None) as (a, b):
+        members = [
+            {"machineId": a.machine_id, "agentId": "agent-alice", "name": "alice"},
+            {"machineId": b.machine_id, "agentId": "agent-bob", "name": "bob"},
+        ]
+        async with open_local_websocket(a.socket_path) as ws:
+            owner = TeamConnection(ws, homes.read_owner_token(a.home))
+            await owner.call("create", team=None, id=TEAM_ID, name="bench", members=members)
+            key = str((await owner.call("key", memberId="bob"))["memberKey"])
+        key_file = tmp / "bob.key"
+        key_file.write_text(key + "\n")
+        call = ["team", "--team", TEAM_ID, "--key-file", str(key_file), "members", "--json"]
+        paths = {
+            "local": ([str(HARNESS_CLI), *call], a.home),
+            "machine": ([str(HARNESS_CLI), *call, "--machine", a.machine_id], b.home),
+        }
+        answers = {}
+        for name, (argv, home) in paths.items():  # warm-up, and both paths must answer alike
+            answers[name] = json.loads((await cli_process(argv, home))[2])
+        if answers["local"] != answers["machine"]:
+            raise RuntimeError(f"the two paths answered differently: {answers}")
+        for index in range(sizes.cli_samples):
+            order = list(paths.items())
+            for name, (argv, home) in order if index % 2 else order[::-1]:
+                wall, cpu, _, _ = await cli_process(argv, home)
+                getattr(run, name).append(wall)
+                getattr(run, f"{name}_cpu").append(cpu)
+            run.bare.append((await cli_process([sys.executable, "-c", "pass"], tmp))[0])
+        for name, (argv, home) in paths.items():
+            run.imports[name] = [
+                parse_imports((await cli_process([sys.executable, "-X", "importtime", *argv], home))[3])
+                for _ in range(3)
+            ]
+
+        def local_call() -> Any:
+            with Client(a.socket_path) as client:
+                return client.request("members", team_id=TEAM_ID, member_key=key)
+
+        def machine_call() -> Any:
+            return call_remote(b.home, a.machine_id, "members", team_id=TEAM_ID, member_key=key)
+
+        calls = [(run.local_call, local_call), (run.machine_call, machine_call)]
+        for index in range(sizes.cli_samples * 4):
+            for into, request in calls if index % 2 else calls[::-1]:
+                start = time.perf_counter()
+                await trio.to_thread.run_sync(request)
+                into.append(time.perf_counter() - start)
+    return run
+
+
+def p90s(samples: list[float]) -> str:
+    return f"p50 {p50(samples) * 1000:7.1f} ms  p90 {quantile(samples, 0.9) * 1000:7.1f} ms"
+
+
+def print_machine(run: CliRun, sizes: Sizes) -> None:
+    print(f"  {sizes.cli_samples} cold processes each after one warm-up, interleaved")
+    print(f"  python -c pass (the interpreter alone):  wall {p90s(run.bare)}")
+    print(f"  local   (A's member call on A):          wall {p90s(run.local)}   CPU {p90s(run.local_cpu)}")
+    print(
+        f"  machine (--machine A, on B):             wall {p90s(run.machine)}   CPU {p90s(run.machine_cpu)}"
+    )
+    print(
+        f"  ratio machine/local:  wall p50 {p50(run.machine) / p50(run.local):.2f}x  "
+        f"p90 {quantile(run.machine, 0.9) / quantile(run.local, 0.9):.2f}x   "
+        f"CPU p50 {p50(run.machine_cpu) / p50(run.local_cpu):.2f}x   (goal <= 1.3x)"
+    )
+    print("  where the time goes:")
+    print(f"    the request alone, in a warm thread, local:   {p90s(run.local_call)}")
+    print(f"    the request alone, in a warm thread, machine: {p90s(run.machine_call)}")
+    print(
+        "      (machine: gateway socket, seal, relay, open with its fdatasync, A's daemon, and the same back)"
+    )
+    local, machine = run.imports["local"][0], run.imports["machine"][0]
+    totals = {name: p50([found.total for found in runs]) * 1000 for name, runs in run.imports.items()}
+    print(
+        "    imports (-X importtime, own times summed, p50 of 3; the flag itself slows them): "
+        f"local {len(local.own)} modules {totals['local']:.1f} ms,"
+    )
+    print(f"      machine {len(machine.own)} modules {totals['machine']:.1f} ms")
+    extra = set(machine.own) - set(local.own)
+    listed = ", ".join(f"{name} {us / 1000:.1f} ms" for name, us in machine.top(extra, 6)) or "none"
+    print(f"    imported only on the machine path: {len(extra)} modules; costliest trees: {listed}")
+    shared = ", ".join(f"{name} {us / 1000:.1f} ms" for name, us in local.top(set(local.own), 6))
+    print(f"    costliest import trees of the local path (cumulative): {shared}")
+
+
 # --- the run ------------------------------------------------------------------------------------------------
 
 HEADER = """\
@@ -577,6 +762,15 @@ def main() -> None:
         raw = trio.run(stream, tmp, frames, sizes.stream_warm, False)
         sealed_stream = trio.run(stream, tmp, frames, sizes.stream_warm, True)
         print_stream(raw, sealed_stream)
+
+        section(
+            "4. a `--machine` CLI call against the same call locally (two real Daemons, as in 2)",
+            "`harness team --team T --key-file K members --json` by member bob (agent on B), each a new",
+            "process of this environment's console script with HARNESS_HOME set: on B with `--machine A`",
+            "(B's gateway -> sealed over the relay -> A's daemon and back) against the same call on A to A's",
+            "own daemon. The daemons run in this process's trio thread. CPU: the child's user + system time.",
+        )
+        print_machine(trio.run(machine_calls, tmp / "cli", sizes), sizes)
     print(f"\ntotal {time.perf_counter() - began:.1f} s")
 
 

@@ -165,6 +165,7 @@ def test_short_ids_are_unique_prefixes() -> None:
         ["agent", "list"],
         ["team", "--team", "t", "members"],
         ["team", "--team", "t", "ask", "bob", "hi", "--json"],
+        ["team", "--team", "t", "--machine", "m", "members"],  # issue 18: --machine as cheap as local
     ],
 )
 def test_common_commands_import_only_what_they_need(tmp_path: Path, args: list[str]) -> None:
