@@ -6,18 +6,19 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Container
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
 import trio
 
 from harness.core import delivery as d
+from harness.core.errors import ErrorCode, Rejected
 from harness.core.limits import Limits
 from harness.core.queries import delivery_view
 from harness.core.records import Ledger
 from harness.core.routing import Known, Route, Translate, restatement_routes, route
-from harness.core.system import NoticeContent, desk_command, notice_content
+from harness.core.system import NoticeContent, desk_command, notice_content, refused_reason
 from harness.io import home as homes
 from harness.io.desk_runner import DeskRunner
 from harness.io.ledger_runner import DeskEffect, LedgerRunner
@@ -119,7 +120,7 @@ class DeliveryRouter:
         desk has changes nothing there; paired machines get theirs in few sealed requests."""
         durable = self.ledger.durable
         translate = self._translate(durable, self.ledger.clock())
-        held = self.desk.desk.notices
+        desk = self.desk.desk
         remote: dict[str, list[OwnerRequest]] = {}
         for team_id, team in durable.teams.items():
             if team_id in self.ledger.unavailable:
@@ -127,7 +128,7 @@ class DeliveryRouter:
             for routed in restatement_routes(durable, team, self.known, translate, self.limits):
                 if routed.machine_id != self.machine_id:
                     remote.setdefault(routed.machine_id, []).append(routed.request)
-                elif machine is None and not self._moot_here(routed, held):
+                elif machine is None and not self._moot_here(routed, desk):
                     self.send(self.machine_id, routed.request)
         for other, owed in remote.items():
             if machine is not None and other != machine:
@@ -139,15 +140,28 @@ class DeliveryRouter:
                     if isinstance(request, d.Submit) and self._never_left(request):
                         self.send(other, request)
 
-    @staticmethod
-    def _moot_here(routed: Route, held: Container[str]) -> bool:
-        """A request that would change nothing on this machine's desk, replayed before any restatement: a
-        notice it holds already, or the withdrawal of one it never held (a desk skips unknown notices). At
-        the seed's bounds these are most of a restart's restatement: every finished exchange is withdrawn."""
+    def _moot_here(self, routed: Route, desk: d.Desk) -> bool:
+        """A request that would change nothing on this machine's desk, replayed before any restatement, nor
+        in the owner's view: a notice it holds already, the withdrawal of one it never held (a desk skips
+        unknown notices), or a submit it would refuse again for a reason that time cannot lift while this
+        daemon runs (a full desk only fills, an expiry or a size stays) and that the owner already records,
+        so its report would change nothing either. At the seed's bounds these are most of a restart's
+        restatement: every finished exchange is withdrawn, and a full desk refuses every answer notice."""
         request = routed.request
         if isinstance(request, d.Submit):
-            return request.notice_id in held
-        return isinstance(request, d.Withdraw) and request.notice_id not in held
+            return request.notice_id in desk.notices or self._refused_as_recorded(request, desk)
+        return isinstance(request, d.Withdraw) and request.notice_id not in desk.notices
+
+    def _refused_as_recorded(self, submit: d.Submit, desk: d.Desk) -> bool:
+        refused = d.step(desk, submit, self.limits)
+        if not isinstance(refused, Rejected) or refused.code is ErrorCode.CORRUPT_STATE:
+            return False
+        if refused.bound == "queued_per_agent":  # an agent's queue drains: the desk may take it by then
+            return False
+        team = self.ledger.durable.teams.get(submit.team_id)
+        view = None if team is None else delivery_view(team, submit.notice_id)
+        rejected = d.DeliveryState.REJECTED.value
+        return view is not None and (view.state, view.reason) == (rejected, refused_reason(refused))
 
     def _never_left(self, submit: d.Submit) -> bool:
         """Whether the owner's view of a notice says it never got past `queued` (a later state, reported by

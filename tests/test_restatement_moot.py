@@ -13,7 +13,7 @@ import attrs
 import pytest
 
 from harness.core import delivery as d
-from harness.core.limits import DEFAULT_LIMITS
+from harness.core.limits import DEFAULT_LIMITS, Limits
 from harness.io.agents import AgentRegistry
 from harness.io.daemon import Daemon
 from harness.io.delivery_router import DeliveryRouter
@@ -21,7 +21,7 @@ from harness.io.journal import delivery_store_dir
 from harness.io.team_delivery import OwnerRequest
 from harness.io.terminal_port import ScreenState
 from tests.test_daemon import Api, running, team_with_keys
-from tests.test_desk_runner import TIMING, FakeTerminals, until
+from tests.test_desk_runner import TIMING, FakeTerminals, question_delivery, until
 
 # Questions must stay open however slow the machine (the default time to live is minutes).
 LIMITS = attrs.evolve(DEFAULT_LIMITS, write_settle_ms=50)
@@ -32,14 +32,14 @@ def question(exchange_id: str) -> str:
 
 
 @asynccontextmanager
-async def busy_daemon(home: Path) -> AsyncIterator[Daemon]:
+async def busy_daemon(home: Path, limits: Limits = LIMITS) -> AsyncIterator[Daemon]:
     """A daemon whose agents' screens stay busy: every notice its desk holds stays where restarts put it."""
     fake = FakeTerminals({"agent-alice": ScreenState.BUSY, "agent-bob": ScreenState.BUSY})
 
     def factory(registry: AgentRegistry) -> FakeTerminals:
         return fake
 
-    async with running(home, LIMITS, terminals=factory, runner_timing=TIMING) as daemon:
+    async with running(home, limits, terminals=factory, runner_timing=TIMING) as daemon:
         yield daemon
     assert fake.writes == []
 
@@ -128,3 +128,51 @@ async def test_a_restart_restates_what_the_desk_lacks_and_skips_what_it_would_ig
         await until(lambda: desk_notices(daemon).get(question("q2")) is d.DeliveryState.WITHDRAWN)
         await until(lambda: desk_notices(daemon).get(question("q4")) is d.DeliveryState.QUEUED)
         assert question("q3") not in desk_notices(daemon)
+
+
+def view_of(daemon: Daemon, exchange_id: str) -> tuple[str, str | None] | None:
+    view = question_delivery(daemon, exchange_id)
+    return None if view is None else (view.state, view.reason)
+
+
+REFUSED_FULL = ("rejected", "delivery_records")
+
+
+async def test_a_full_desk_is_not_asked_again_what_it_refused_and_the_owner_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At the seed's bounds a full desk refuses every answer notice at each restart, and each refusal's
+    report changes nothing: such a submit is skipped, but only when the owner already records that refusal.
+    The desk's journal is restored to before q2 and q3 were asked, and the daemon restarts under a lower
+    delivery-record bound, so the restored desk is full:
+
+    q2 the desk took (the owner saw it queued), but it lacks it now: submitted, refused, the owner told.
+    q3 the full desk refused, and the owner records that refusal: moot, not submitted again."""
+    roomy = attrs.evolve(LIMITS, delivery_records=4)  # two introductions, q1 and q2
+    async with busy_daemon(tmp_path, roomy) as daemon:
+        owner = await Api.open(daemon)
+        keys = await team_with_keys(owner, people=("alice", "bob"), machine=daemon.machine_id)
+        alice = await Api.open(daemon, keys["alice"])
+        await alice("ask", "t1", id="q1", to="bob", text="q1, asked before the copy")
+        await until(lambda: question("q1") in desk_notices(daemon))
+    before = tmp_path / "desk-before"
+    shutil.copytree(delivery_store_dir(tmp_path), before)
+
+    async with busy_daemon(tmp_path, roomy) as daemon:
+        alice = await Api.open(daemon, keys["alice"])
+        await alice("ask", "t1", id="q2", to="bob", text="q2, taken by the desk")
+        await until(lambda: question("q2") in desk_notices(daemon))
+        await alice("ask", "t1", id="q3", to="bob", text="q3, refused by the full desk")
+        await until(lambda: view_of(daemon, "q3") == REFUSED_FULL)
+        assert view_of(daemon, "q2") != REFUSED_FULL
+    shutil.rmtree(delivery_store_dir(tmp_path))
+    shutil.copytree(before, delivery_store_dir(tmp_path))
+
+    restated = record_restatement(monkeypatch)
+    async with busy_daemon(tmp_path, attrs.evolve(LIMITS, delivery_records=3)) as daemon:
+        submitted = notice_ids(restated, d.Submit)
+        assert question("q2") in submitted, f"a refusal the owner does not know of was skipped: {submitted}"
+        assert question("q3") not in submitted, "a full desk was asked again what it refused, as recorded"
+        await until(lambda: view_of(daemon, "q2") == REFUSED_FULL)
+        assert view_of(daemon, "q3") == REFUSED_FULL
+        assert len(desk_notices(daemon)) == 3
