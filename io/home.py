@@ -98,9 +98,10 @@ def owner_token(home: Path) -> str:
 
 
 def read_owner_token(home: Path) -> str | None:
+    """The owner's secret if this data directory has one (a "directory" that is a file has none)."""
     try:
         return (home / TOKEN_FILE).read_text().strip() or None
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
 
 

@@ -197,3 +197,13 @@ def test_doctor_of_a_team_this_data_directory_lacks_is_not_found(tmp_path: Path)
     done = run(tmp_path / "home", "doctor", "--team", "t-absent")
     assert done.returncode == 1 and done.stdout == "", done
     assert done.stderr.startswith("harness: not_found: no team 't-absent'") and done.stderr.count("\n") == 1
+
+
+def test_a_remote_watch_from_a_data_directory_that_is_a_file_is_unreachable(tmp_path: Path) -> None:
+    """Found by the fuzz at 2,000 examples per command: `team watch --machine M --home FILE` read the owner
+    token under the file and ended in the last-resort `internal` handler (NotADirectoryError)."""
+    a_file = tmp_path / "not-a-directory"
+    a_file.write_text("x")
+    done = run(a_file, "team", "--team", "t1", "--home", str(a_file), "--machine", "m", "watch", "--json")
+    assert done.returncode != 0 and done.stderr == "", done
+    assert json.loads(done.stdout)["error"] == "unreachable", done
