@@ -10,13 +10,14 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
+import attrs
 import trio
 
 from harness.core import delivery as d
 from harness.core.errors import ErrorCode, Rejected
 from harness.core.limits import Limits
 from harness.core.queries import delivery_view
-from harness.core.records import Ledger
+from harness.core.records import Ledger, NoticeKind
 from harness.core.routing import Known, Route, Translate, restatement_routes, route
 from harness.core.system import NoticeContent, desk_command, notice_content, refused_reason
 from harness.io import home as homes
@@ -143,25 +144,34 @@ class DeliveryRouter:
     def _moot_here(self, routed: Route, desk: d.Desk) -> bool:
         """A request that would change nothing on this machine's desk, replayed before any restatement, nor
         in the owner's view: a notice it holds already, the withdrawal of one it never held (a desk skips
-        unknown notices), or a submit it would refuse again for a reason that time cannot lift while this
-        daemon runs (a full desk only fills, an expiry or a size stays) and that the owner already records,
-        so its report would change nothing either. At the seed's bounds these are most of a restart's
-        restatement: every finished exchange is withdrawn, and a full desk refuses every answer notice."""
+        unknown notices), or a submit it would refuse again, as the owner records (`_refused_as_recorded`).
+        A stopped desk answers every request with its own report: nothing is moot there. At the seed's
+        bounds these are most of a restart's restatement: every finished exchange is withdrawn, and a full
+        desk refuses every answer notice."""
         request = routed.request
+        if self.desk.unavailable is not None:
+            return False
         if isinstance(request, d.Submit):
             return request.notice_id in desk.notices or self._refused_as_recorded(request, desk)
         return isinstance(request, d.Withdraw) and request.notice_id not in desk.notices
 
     def _refused_as_recorded(self, submit: d.Submit, desk: d.Desk) -> bool:
-        refused = d.step(desk, submit, self.limits)
+        """Whether the desk would refuse `submit`, stamped as it stamps it, for a reason time cannot lift
+        while this daemon runs (a full desk only fills; an expiry or a size stays), and the owner already
+        records exactly that refusal, so that its report would change nothing. Not an introduction: its
+        view is shared by the member's re-introductions, whose reports may have moved it since."""
+        if submit.kind is NoticeKind.INTRODUCTION:
+            return False
+        team = self.ledger.durable.teams.get(submit.team_id)
+        view = None if team is None else delivery_view(team, submit.notice_id)
+        if view is None or view.state != d.DeliveryState.REJECTED.value:
+            return False
+        refused = d.step(desk, attrs.evolve(submit, at=self.desk.stamp()), self.limits)
         if not isinstance(refused, Rejected) or refused.code is ErrorCode.CORRUPT_STATE:
             return False
         if refused.bound == "queued_per_agent":  # an agent's queue drains: the desk may take it by then
             return False
-        team = self.ledger.durable.teams.get(submit.team_id)
-        view = None if team is None else delivery_view(team, submit.notice_id)
-        rejected = d.DeliveryState.REJECTED.value
-        return view is not None and (view.state, view.reason) == (rejected, refused_reason(refused))
+        return view.reason == refused_reason(refused)
 
     def _never_left(self, submit: d.Submit) -> bool:
         """Whether the owner's view of a notice says it never got past `queued` (a later state, reported by

@@ -293,6 +293,10 @@ class DeskRunner:
         """Step the desk; an accepted change is durable before any of its effects leaves the process."""
         return (await self.apply_all((command,)))[0]
 
+    def stamp(self) -> int:
+        """The time the desk gives the command it steps now: its clock, never behind a command before."""
+        return max(self._last_at, self._clock())
+
     async def apply_all(self, commands: Sequence[d.DeskCommand]) -> list[Accepted[d.Desk] | Rejected]:
         """Step the desk through `commands` in order (group commit): their accepted changes share one durable
         append, and only after it does any effect of any of them leave the process."""
@@ -303,7 +307,7 @@ class DeskRunner:
             for request in commands:
                 if self.unavailable is not None:
                     break
-                self._last_at = max(self._last_at, self._clock())
+                self._last_at = self.stamp()
                 command = attrs.evolve(request, at=self._last_at)
                 outcome = d.step(desk, command, self._limits)
                 if self._on_violation is not None:

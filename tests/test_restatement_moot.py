@@ -20,7 +20,7 @@ from harness.io.delivery_router import DeliveryRouter
 from harness.io.journal import delivery_store_dir
 from harness.io.team_delivery import OwnerRequest
 from harness.io.terminal_port import ScreenState
-from tests.test_daemon import Api, running, team_with_keys
+from tests.test_daemon import Api, member, running, team_with_keys
 from tests.test_desk_runner import TIMING, FakeTerminals, question_delivery, until
 
 # Questions must stay open however slow the machine (the default time to live is minutes).
@@ -138,6 +138,14 @@ def view_of(daemon: Daemon, exchange_id: str) -> tuple[str, str | None] | None:
 REFUSED_FULL = ("rejected", "delivery_records")
 
 
+def introduction_of(daemon: Daemon, name: str) -> tuple[str, tuple[str, str | None] | None]:
+    """The member's introduction notice id and the owner's view of it."""
+    team = daemon.durable.teams["t1"]
+    member = next(m for m in team.members.values() if m.name == name)
+    view = member.introduction
+    return f"t1/{member.id}/introduction", None if view is None else (view.state, view.reason)
+
+
 async def test_a_full_desk_is_not_asked_again_what_it_refused_and_the_owner_records(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -147,7 +155,8 @@ async def test_a_full_desk_is_not_asked_again_what_it_refused_and_the_owner_reco
     delivery-record bound, so the restored desk is full:
 
     q2 the desk took (the owner saw it queued), but it lacks it now: submitted, refused, the owner told.
-    q3 the full desk refused, and the owner records that refusal: moot, not submitted again."""
+    q3 the full desk refused, and the owner records that refusal: moot, not submitted again.
+    carol's introduction, refused the same way: submitted (its view is shared with re-introductions)."""
     roomy = attrs.evolve(LIMITS, delivery_records=4)  # two introductions, q1 and q2
     async with busy_daemon(tmp_path, roomy) as daemon:
         owner = await Api.open(daemon)
@@ -165,6 +174,8 @@ async def test_a_full_desk_is_not_asked_again_what_it_refused_and_the_owner_reco
         await alice("ask", "t1", id="q3", to="bob", text="q3, refused by the full desk")
         await until(lambda: view_of(daemon, "q3") == REFUSED_FULL)
         assert view_of(daemon, "q2") != REFUSED_FULL
+        await (await Api.open(daemon))("add", "t1", **member("carol", daemon.machine_id))
+        await until(lambda: introduction_of(daemon, "carol")[1] == REFUSED_FULL)
     shutil.rmtree(delivery_store_dir(tmp_path))
     shutil.copytree(before, delivery_store_dir(tmp_path))
 
@@ -173,6 +184,31 @@ async def test_a_full_desk_is_not_asked_again_what_it_refused_and_the_owner_reco
         submitted = notice_ids(restated, d.Submit)
         assert question("q2") in submitted, f"a refusal the owner does not know of was skipped: {submitted}"
         assert question("q3") not in submitted, "a full desk was asked again what it refused, as recorded"
+        # An introduction's view is shared with the member's re-introductions: never taken as recorded.
+        assert introduction_of(daemon, "carol")[0] in submitted, f"an introduction was skipped: {submitted}"
         await until(lambda: view_of(daemon, "q2") == REFUSED_FULL)
         assert view_of(daemon, "q3") == REFUSED_FULL
         assert len(desk_notices(daemon)) == 3
+
+
+async def test_a_stopped_desk_is_told_everything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A desk whose store cannot be read is stopped and answers each request itself (a submit is reported
+    owed, `corrupt_state`, until the repair): nothing is moot there, not even the withdrawal of a notice
+    its empty in-memory desk never held."""
+    async with busy_daemon(tmp_path) as daemon:
+        owner = await Api.open(daemon)
+        keys = await team_with_keys(owner, people=("alice", "bob"), machine=daemon.machine_id)
+        alice = await Api.open(daemon, keys["alice"])
+        await alice("ask", "t1", id="q1", to="bob", text="q1, cancelled before the damage")
+        await alice("cancel", "t1", questionId="q1")
+        await until(lambda: desk_notices(daemon).get(question("q1")) is d.DeliveryState.WITHDRAWN)
+    journals = sorted(delivery_store_dir(tmp_path).glob("journal-*.jsonl"))
+    journals[0].write_bytes(b"not a journal entry\n" + journals[0].read_bytes())
+
+    restated = record_restatement(monkeypatch)
+    async with busy_daemon(tmp_path) as daemon:
+        assert daemon.desk is not None and daemon.desk.unavailable is not None
+        withdrawals = notice_ids(restated, d.Withdraw)
+        assert question("q1") in withdrawals, f"a withdrawal skipped on a stopped desk: {withdrawals}"
+        introductions = {n for n in notice_ids(restated, d.Submit) if n.endswith("/introduction")}
+        assert len(introductions) == 2
