@@ -98,7 +98,7 @@ def _make_converter() -> cattrs.Converter:
     converter.register_structure_hook_factory(is_homogeneous_tuple, tuple_factory)
 
     def map_factory(tp: Any) -> Callable[[Any, Any], Map[Any, Any]]:
-        key_type, value_type = typing.get_args(tp)
+        key_type, value_type = typing.get_args(tp) or (Any, Any)  # a bare Map, as a bare frozenset below
         key_hook = converter.get_structure_hook(key_type)  # once per type, as for tuples
         value_hook = converter.get_structure_hook(value_type)
 

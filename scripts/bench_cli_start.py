@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -21,6 +20,7 @@ import time
 from pathlib import Path
 
 import typer.main
+from bench_support import children_cpu
 from typer.core import TyperGroup
 
 from harness.cli.app import application
@@ -33,12 +33,9 @@ LIMIT = 0.25  # seconds, issue 17's bound for a cold start
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     """Wall and CPU (user + system) seconds of one run: on a loaded machine the CPU time varies less."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
+    before, started = children_cpu(), time.perf_counter()
     subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-    elapsed = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return elapsed, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return time.perf_counter() - started, children_cpu() - before
 
 
 def medians(argv: list[str], env: dict[str, str]) -> tuple[float, float]:

@@ -18,7 +18,6 @@ import contextlib
 import json
 import os
 import re
-import resource
 import secrets
 import statistics
 import sys
@@ -32,7 +31,7 @@ from typing import Any
 
 import attrs
 import trio
-from bench_support import echo, open_local_websocket, quantile
+from bench_support import children_cpu, echo, open_local_websocket, quantile
 from trio_websocket import (
     WebSocketConnection,
     open_websocket_url,
@@ -108,8 +107,10 @@ def p50(samples: list[float]) -> float:
     return statistics.median(samples)
 
 
-def percentiles(samples: list[float]) -> str:
-    return f"p50 {p50(samples) * 1000:7.3f} ms  p99 {quantile(samples, 0.99) * 1000:7.3f} ms"
+def percentiles(samples: list[float], upper: int = 99, digits: int = 3) -> str:
+    """The median and an upper percentile in ms: p99 of sub-millisecond latencies, p90 of process starts."""
+    high = quantile(samples, upper / 100)
+    return f"p50 {p50(samples) * 1000:7.{digits}f} ms  p{upper} {high * 1000:7.{digits}f} ms"
 
 
 def quiet(line: str) -> None:
@@ -577,16 +578,14 @@ def cli_env(home: Path) -> dict[str, str]:
 
 async def cli_process(argv: list[str], home: Path) -> tuple[float, float, bytes, bytes]:
     """One cold `harness` process with HARNESS_HOME=`home`: wall and CPU seconds, stdout, stderr."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
+    before, start = children_cpu(), time.perf_counter()
     done = await trio.run_process(
         argv, env=cli_env(home), capture_stdout=True, capture_stderr=True, check=False
     )
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall, cpu = time.perf_counter() - start, children_cpu() - before
     if done.returncode != 0:
         raise RuntimeError(f"{argv[1:]} exited {done.returncode}: {done.stdout!r} {done.stderr!r}")
-    return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, done.stdout, done.stderr
+    return wall, cpu, done.stdout, done.stderr
 
 
 def parse_imports(stderr: bytes) -> Imports:
@@ -658,25 +657,26 @@ async def machine_calls(tmp: Path, sizes: Sizes) -> CliRun:
     return run
 
 
-def p90s(samples: list[float]) -> str:
-    return f"p50 {p50(samples) * 1000:7.1f} ms  p90 {quantile(samples, 0.9) * 1000:7.1f} ms"
+def processes(samples: list[float]) -> str:
+    return percentiles(samples, upper=90, digits=1)
 
 
 def print_machine(run: CliRun, sizes: Sizes) -> None:
     print(f"  {sizes.cli_samples} cold processes each after one warm-up, interleaved")
-    print(f"  python -c pass (the interpreter alone):  wall {p90s(run.bare)}")
-    print(f"  local   (A's member call on A):          wall {p90s(run.local)}   CPU {p90s(run.local_cpu)}")
-    print(
-        f"  machine (--machine A, on B):             wall {p90s(run.machine)}   CPU {p90s(run.machine_cpu)}"
-    )
+    print(f"  python -c pass (the interpreter alone):  wall {processes(run.bare)}")
+    for name, wall, cpu in (
+        ("local   (A's member call on A):", run.local, run.local_cpu),
+        ("machine (--machine A, on B):   ", run.machine, run.machine_cpu),
+    ):
+        print(f"  {name}          wall {processes(wall)}   CPU {processes(cpu)}")
     print(
         f"  ratio machine/local:  wall p50 {p50(run.machine) / p50(run.local):.2f}x  "
         f"p90 {quantile(run.machine, 0.9) / quantile(run.local, 0.9):.2f}x   "
         f"CPU p50 {p50(run.machine_cpu) / p50(run.local_cpu):.2f}x   (goal <= 1.3x)"
     )
     print("  where the time goes:")
-    print(f"    the request alone, in a warm thread, local:   {p90s(run.local_call)}")
-    print(f"    the request alone, in a warm thread, machine: {p90s(run.machine_call)}")
+    print(f"    the request alone, in a warm thread, local:   {processes(run.local_call)}")
+    print(f"    the request alone, in a warm thread, machine: {processes(run.machine_call)}")
     print(
         "      (machine: gateway socket, seal, relay, open with its fdatasync, A's daemon, and the same back)"
     )

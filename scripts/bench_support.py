@@ -3,6 +3,7 @@
 # (over loopback TCP for the relay, over a Unix socket like the daemon's for the RPC).
 from __future__ import annotations
 
+import resource
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,6 +18,12 @@ from trio_websocket import (
 )
 
 from harness.io.listeners import local_listener, open_local_stream
+
+
+def children_cpu() -> float:
+    """User + system seconds of this process's ended children: a child's CPU is the difference around it."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def quantile(samples: list[float], q: float) -> float:

@@ -205,5 +205,5 @@ def test_a_remote_watch_from_a_data_directory_that_is_a_file_is_unreachable(tmp_
     a_file = tmp_path / "not-a-directory"
     a_file.write_text("x")
     done = run(a_file, "team", "--team", "t1", "--home", str(a_file), "--machine", "m", "watch", "--json")
-    assert done.returncode != 0 and done.stderr == "", done
+    assert done.returncode == output.UNREACHABLE and done.stderr == "", done
     assert json.loads(done.stdout)["error"] == "unreachable", done

@@ -123,6 +123,12 @@ def desk_state(daemon: Daemon, notice_id: str) -> str | None:
     return None if notice is None else notice.state.value
 
 
+def desk_reason(daemon: Daemon, notice_id: str) -> str | None:
+    assert daemon.desk is not None
+    notice = daemon.desk.desk.notices.get(notice_id)
+    return None if notice is None or notice.reason is None else notice.reason.value
+
+
 async def test_a_question_and_its_answer_cross_machines_sealed(tmp_path: Path) -> None:
     async with two_daemons(tmp_path) as world:
         a, b = world.a, world.b
@@ -257,8 +263,7 @@ async def test_the_owner_asks_the_destination_desk_what_became_of_a_notice(tmp_p
         question = f"{TEAM_ID}/q1/{NoticeKind.QUESTION.value}"
         await eventually(lambda: desk_state(b, question) == "queued")
         # B's own word on it has reached A, so the stale word below is the last A hears, not overtaken by it.
-        assert b.desk is not None
-        await eventually(lambda: view_reason(a, "q1") == b.desk.desk.notices[question].reason.value)
+        await eventually(lambda: view_reason(a, "q1") == desk_reason(b, question))
 
         # The owner's view went stale; asking B's desk (through the relay) tells the truth and records it.
         await a.report(DeliveryReport(TEAM_ID, question, "queued", "offline"))
