@@ -96,8 +96,26 @@ async def _doomed_daemon(home: Path) -> None:
     async with trio.open_nursery() as nursery:
         await nursery.start(daemon.run)
         _, keys = await local_team(daemon)
-        (work / "keys.json").write_text(json.dumps(keys))
+        publish_keys(work, keys)
         await trio.sleep_forever()
+
+
+def publish_keys(work: Path, keys: dict[str, str]) -> None:
+    """The child daemon's member keys for the test that started it, whole or not at all: written beside and
+    renamed, so the test never reads a file the child has created but not yet filled."""
+    partial = work / "keys.json.partial"
+    partial.write_text(json.dumps(keys))
+    partial.rename(work / "keys.json")
+
+
+async def published_keys(work: Path, child: subprocess.Popen[bytes], wait: float) -> dict[str, str]:
+    """The keys the child daemon published once its team was made."""
+    with trio.fail_after(wait):
+        while not (work / "keys.json").exists():
+            assert child.poll() is None, "the daemon died before its team was made"
+            await trio.sleep(0.02)
+    keys: dict[str, str] = json.loads((work / "keys.json").read_text())
+    return keys
 
 
 def _asker(socket: Path, key: str, client: int, acked: list[str]) -> None:
@@ -135,11 +153,7 @@ async def test_sigkill_inside_a_group_commit_keeps_every_acknowledged_ask_and_ty
     child = subprocess.Popen([sys.executable, "-m", "tests.test_group_commit", str(home)], cwd=Path.cwd())
     acked: list[str] = []
     try:
-        with trio.fail_after(60):
-            while not (tmp_path / "keys.json").exists():
-                assert child.poll() is None, "the daemon died before its team was made"
-                await trio.sleep(0.02)
-        alice = json.loads((tmp_path / "keys.json").read_text())["alice"]
+        alice = (await published_keys(tmp_path, child, 60))["alice"]
         socket = home / homes.SOCKET_FILE
         askers = [
             threading.Thread(target=_asker, args=(socket, alice, n, acked), daemon=True)

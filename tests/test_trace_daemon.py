@@ -42,7 +42,7 @@ from tests.test_desk_runner import (
     question_delivery,
     until,
 )
-from tests.test_group_commit import BURST
+from tests.test_group_commit import BURST, publish_keys, published_keys
 
 WAIT = 30  # seconds: generous, for a loaded two-core machine
 
@@ -251,7 +251,7 @@ async def _daemon_until_killed(home: Path) -> None:
     async with trio.open_nursery() as nursery:
         await nursery.start(daemon.run)
         _, keys = await local_team(daemon)
-        (home.parent / "keys.json").write_text(json.dumps(keys))
+        publish_keys(home.parent, keys)
         await trio.sleep_forever()
 
 
@@ -284,11 +284,7 @@ async def test_a_sigkilled_daemon_leaves_a_trace_that_parses_and_holds_every_ans
     acked: list[str] = []
     asker: threading.Thread | None = None
     try:
-        with trio.fail_after(WAIT):
-            while not (tmp_path / "keys.json").exists():
-                assert child.poll() is None, "the daemon died before its team was made"
-                await trio.sleep(0.02)
-        alice = json.loads((tmp_path / "keys.json").read_text())["alice"]
+        alice = (await published_keys(tmp_path, child, WAIT))["alice"]
         socket = home / homes.SOCKET_FILE
         asker = threading.Thread(target=_ask_until_killed, args=(socket, alice, acked, child))
         asker.start()
