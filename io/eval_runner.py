@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import IO, Final
 
 from harness.core.bounded_json import JsonRefused, parse_json
+from harness.core.delivery import DeliveryState
 from harness.core.eval_stats import RunOutcome, summarize
 from harness.core.redaction import Redactor
 from harness.io.trace import encode_line, file_name, read_trace, session_trace_dir, team_trace_dir
@@ -89,6 +90,17 @@ DELIVERED: Final = {"type": "notice", "kind": "question", "state": "delivered"}
 SCRIPTED: Final = "scripted"  # the agent engine a script:PATH engine runs as in a session
 # The run variables a session's engine gets on its command line: its tmux server's environment is the one
 # the first run started it with.
+# Delivery states of a notice the desk never wrote into the terminal (delivery-v1).
+NEVER_WRITTEN: Final = frozenset(
+    state.value
+    for state in (
+        DeliveryState.QUEUED,
+        DeliveryState.HELD,
+        DeliveryState.REJECTED,
+        DeliveryState.WITHDRAWN,
+        DeliveryState.EXPIRED,
+    )
+)
 RUN_VARIABLES: Final = ("HARNESS_EVAL_FAMILY", "HARNESS_EVAL_RUN", "HARNESS_EVAL_ENGINE")
 
 
@@ -431,10 +443,26 @@ def run_session(
     try:
         argv = ["session", "run", "--mode", "run", "--lead", f"{sid}={which.agent_engine}", "--id", sid]
         step = _harness(plan, [*argv, "--brief", str(family.root / BRIEF)], env, plan.engine_timeout)
+        view = _document(step) if step.exit is not None else {}
+        stopped = view.get("termination") not in (None, "concluded")
+        if stopped and _brief_never_written(plan, sid, env):
+            ended = f"cannot start {which.name}: it ended before its brief reached it ({view.get('reason')})"
+            return Step(None, step.seconds, step.stdout, step.stderr, ended), {}
     finally:
         _harness(plan, ["agent", "remove", sid], env, HARNESS_TIMEOUT)
-    view = _document(step) if step.exit is not None else {}
     return step, (view if "termination" in view else {})
+
+
+def _brief_never_written(plan: Plan, sid: str, env: Mapping[str, str]) -> bool:
+    """Whether the session's desk certainly never wrote the brief into the engine's terminal, as the desk
+    itself says: an engine that ended before then never got its task, whenever it ended (at once, or after
+    it joined), so its run is an error rather than a failure. A notice that may have reached it (written,
+    unconfirmed, delivered) is a judged run."""
+    asked = ["team", "--team", sid, "delivery", f"{sid}.brief"]
+    checked = _document(_harness(plan, asked, env, HARNESS_TIMEOUT))
+    delivery = checked.get("delivery")
+    state = delivery.get("state") if isinstance(delivery, dict) else None
+    return checked.get("held") is True and state in NEVER_WRITTEN
 
 
 def session_fields(plan: Plan, session: Mapping[str, object]) -> dict[str, object]:

@@ -418,15 +418,19 @@ def test_session_engines_that_never_conclude_exit_at_once_or_exit_later_and_leav
     tmp_path: Path,
 ) -> None:
     """Hostile engines in session mode: one that never concludes cannot hang the eval (at --timeout its run
-    is `failed` and its engine, a process in the eval's tmux server, is ended); one that exits at once never
-    becomes an agent (an `error`, outside n); one that exits after it joined stops its session
-    (agent_crashed), and the run is judged like any other."""
+    is `failed` and its engine, a process in the eval's tmux server, is ended); one that exits at once, and
+    one that joins but exits before its brief could be written (it never shows a prompt), never got their
+    task: each is an `error`, outside n, however the machine's load orders its exit against the session's
+    start; one that exits after its brief reached it stops its session (agent_crashed), and the run is
+    judged like any other."""
     stuck = script(tmp_path / "script-stuck.sh", f"echo $$ > {tmp_path / 'stuck.pid'}\nexec sleep 600\n")
     gone = script(tmp_path / "script-gone.sh", "exit 0\n")
-    late = script(tmp_path / "script-late.sh", "exec sleep 15\n")
+    silent = script(tmp_path / "script-silent.sh", "exec sleep 20\n")
+    late = f"script:{FAMILIES / 'engines' / 'session-quitter'}"  # quits on its brief without replying
     out = tmp_path / "eval"
+    engines = ",".join((stuck, gone, silent, late))
     done = harness(
-        "eval", "run", str(FAMILIES / "fix-typo"), "--runs", "1", "--engines", f"{stuck},{gone},{late}",
+        "eval", "run", str(FAMILIES / "fix-typo"), "--runs", "1", "--engines", engines,
         "--out", str(out), "--timeout", "60", "--json", timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -434,7 +438,8 @@ def test_session_engines_that_never_conclude_exit_at_once_or_exit_later_and_leav
     assert {name: (g["n"], g["passed"], g["errors"]) for name, g in groups.items()} == {
         "script:script-stuck": (1, 0, 0),
         "script:script-gone": (0, 0, 1),
-        "script:script-late": (1, 0, 0),
+        "script:script-silent": (0, 0, 1),
+        "script:session-quitter": (1, 0, 0),
     }
     runs = out / "runs" / "fix-typo"
     timed_out = json.loads((runs / "script-script-stuck" / "0.json").read_text())
@@ -442,11 +447,16 @@ def test_session_engines_that_never_conclude_exit_at_once_or_exit_later_and_leav
     assert not Path(f"/proc/{int((tmp_path / 'stuck.pid').read_text())}").exists()
     never = json.loads((runs / "script-script-gone" / "0.json").read_text())
     assert never["reason"].startswith("cannot start script:script-gone: "), never
-    crashed = json.loads((runs / "script-script-late" / "0.json").read_text())
+    silent_run = json.loads((runs / "script-script-silent" / "0.json").read_text())
+    assert silent_run["reason"].startswith(
+        "cannot start script:script-silent: it ended before its brief reached it (agent_crashed: "
+    ), silent_run
+    assert (silent_run["judgeExit"], silent_run.get("session")) == (None, None)
+    crashed = json.loads((runs / "script-session-quitter" / "0.json").read_text())
     assert (crashed["status"], crashed["reason"], crashed["session"]["termination"]) == (
         "failed",
         "judge exit 1",
         "stopped",
     )
     assert crashed["session"]["reason"].startswith("agent_crashed:"), crashed
-    assert crashed["sessionTrace"] in groups["script:script-late"]["failingTraces"]
+    assert crashed["sessionTrace"] in groups["script:session-quitter"]["failingTraces"]
