@@ -128,16 +128,21 @@ def _command(opts: Options, engine: str, args: list[str], inbox_only: bool) -> l
     )
 
 
-async def _program_started(socket: str, pane: str) -> None:
-    """Wait (briefly) until the pane's foreground is the program rather than the shell that execs it."""
+async def _program_started(socket: str, pane: str) -> str | None:
+    """Wait (briefly) until the pane's foreground is the program rather than the shell that execs it. None
+    then, or when the program has already exited, its exit status (its pane stays: remain-on-exit)."""
     import trio
 
     from harness.io.profiles import is_plain_shell
-    from harness.io.tmux import pane_foreground
+    from harness.io.tmux import ProcessRunner, pane_foreground, pane_info
 
     with trio.move_on_after(STARTING_SECONDS):
         while is_plain_shell(await pane_foreground(socket, pane) or ""):
             await trio.sleep(0.05)
+    runner = ProcessRunner(socket)
+    if not (await pane_info(runner, pane)).dead:
+        return None
+    return "".join(await runner.run("display-message", "-p", "-t", pane, "#{pane_dead_status}")) or "?"
 
 
 @app.command(context_settings={"allow_interspersed_args": False})
@@ -180,8 +185,12 @@ def start(
         pane = trio.run(lambda: new_session(socket, session, command, cwd=str(directory)))
     except TmuxError as error:
         fail(opts, output.PROTOCOL_ERROR, "conflict", f"cannot start the tmux session {session}: {error}")
-    if not inbox_only:
-        trio.run(_program_started, socket, pane)
+    exited = None if inbox_only else trio.run(_program_started, socket, pane)
+    if exited is not None:  # an agent that could never be reached is not registered
+        trio.run(ProcessRunner(socket).run, "kill-session", "-t", pane)
+        detail = f"{command[0]} exited at once (status {exited}); nothing was registered"
+        detail += " (run it in a terminal to see why)"
+        fail(opts, output.PROTOCOL_ERROR, "offline", detail)
     fields = {
         "name": name,
         "engine": engine,

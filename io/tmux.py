@@ -223,9 +223,13 @@ async def new_session(
     tmux: str = TMUX,
 ) -> str:
     """Create a detached session running `command` (argv) and return its pane id (`%N`). The pane stays
-    after the command exits (remain-on-exit), so a quit engine reads as offline rather than vanishing."""
+    after the command exits (remain-on-exit), so a quit engine reads as offline rather than vanishing. The
+    option is the server's (ours alone) and set in the same tmux command before the session exists: set on
+    the window afterwards, a program that exits at once would take its session (and a server with no other)
+    with it first."""
     argv = [tmux, *(["-f", config] if config else []), *server_args(socket)]
-    args = ["new-session", "-d", "-s", name, "-x", str(width), "-y", str(height), "-P", "-F", "#{pane_id}"]
+    args = ["start-server", ";", "set-option", "-gw", "remain-on-exit", "on", ";"]
+    args += ["new-session", "-d", "-s", name, "-x", str(width), "-y", str(height), "-P", "-F", "#{pane_id}"]
     if cwd is not None:
         args += ["-c", cwd]
     for key, value in (env or {}).items():
@@ -235,9 +239,7 @@ async def new_session(
     )
     if done.returncode != 0:
         raise TmuxError(done.stderr.decode(errors="replace").strip())
-    pane = done.stdout.decode().strip()
-    await ProcessRunner(socket, tmux=tmux).run("set-option", "-w", "-t", pane, "remain-on-exit", "on")
-    return pane
+    return done.stdout.decode().strip()
 
 
 async def kill_server(socket: str, *, tmux: str = TMUX) -> None:

@@ -87,3 +87,21 @@ def test_daemon_stop_without_agents_says_they_still_run(home: Path) -> None:
     start(home, "delta")
     assert ok(harness(home, "daemon", "stop"))["agentsRunning"] == 1
     assert sessions(socket) == ["agent-delta"]  # left running, as said; the fixture ends it
+
+
+def test_a_program_that_exits_at_once_is_refused_and_nothing_is_registered(home: Path) -> None:
+    """An engine that exits before it can be reached (a missing key, a bad flag) is not registered as an
+    agent whose notices would wait forever: `agent start` says so with `offline` and the program's exit
+    status, and leaves no tmux session. Its pane outlives it long enough to be read, even when it was the
+    server's only one (the server's remain-on-exit is set before the session exists)."""
+    socket = home / "tmux" / "agents.sock"
+    program = ["--", "sh", "-c", "echo 'no API key found' >&2; exit 3"]
+    code, refused = harness(
+        home, "agent", "start", "--engine", "scripted", "--name", "quick", "--cwd", str(home), *program
+    )
+    assert (code, refused["error"]) == (1, "offline"), refused
+    assert refused["detail"] == (
+        "sh exited at once (status 3); nothing was registered (run it in a terminal to see why)"
+    )
+    assert ok(harness(home, "agent", "list"))["agents"] == []
+    assert sessions(socket) == []
