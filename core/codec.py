@@ -263,6 +263,7 @@ def member_view(member: Membership) -> dict[str, Any]:
         "joinedAt": member.joined_at,
         "removedAt": member.removed_at,
         "introduction": to_json(member.introduction),
+        "introductionOf": member.introduction_of,
     }
 
 

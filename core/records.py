@@ -66,6 +66,9 @@ class Membership:
     joined_at: int
     removed_at: int | None = None
     introduction: DeliveryView | None = None
+    # Which of the member's introductions `introduction` describes: None the first, else the time `AT` of the
+    # re-introduction `MEMBERSHIP~AT`; a report of an earlier one never replaces it (spec/team-v1.md).
+    introduction_of: int | None = None
 
 
 @attrs.frozen

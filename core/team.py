@@ -72,7 +72,6 @@ from .values import replace
 
 E = ErrorCode
 Q = QuestionState
-S = DeliveryState
 T = TeamState
 
 
@@ -890,13 +889,17 @@ def _record_delivery(
     _team_id, subject_id, kind = parsed
     view = DeliveryView(command.state, command.reason, command.at)
     if kind is NoticeKind.INTRODUCTION:
-        member = team.members.get(subject_id.partition(REINTRODUCED)[0])
-        if member is None:
+        membership_id, mark, at = subject_id.partition(REINTRODUCED)
+        member = team.members.get(membership_id)
+        if member is None or (mark and not at.isdigit()):
             return reject(E.NOT_FOUND, f"no membership {subject_id!r}")
-        seen = member.introduction
-        if seen is not None and (_same_view(seen, view) or _hides_a_write(seen, view)):
+        introduction_of = int(at) if mark else None
+        if member.introduction is not None and (
+            _earlier(introduction_of, member.introduction_of)
+            or (introduction_of == member.introduction_of and _same_view(member.introduction, view))
+        ):
             return unchanged(team, member)
-        member = replace(member, introduction=view)
+        member = replace(member, introduction=view, introduction_of=introduction_of)
         return Accepted(replace(team, members=team.members.set(member.id, member)), member)
     exchange = team.exchanges.get(subject_id)
     if exchange is None:
@@ -915,14 +918,12 @@ def _same_view(a: DeliveryView, b: DeliveryView) -> bool:
     return (a.state, a.reason) == (b.state, b.reason)
 
 
-_WRITTEN = frozenset(state.value for state in (S.DELIVERED, S.ACCEPTED, S.READ))
-
-
-def _hides_a_write(seen: DeliveryView, report: DeliveryView) -> bool:
-    """A re-introduced member has two introductions, each reported (again after every desk restart): the
-    first one's `expired` never hides that the fresh one went in. No notice goes from these states to
-    `expired`, so this changes nothing for a member introduced once."""
-    return report.state == S.EXPIRED.value and seen.state in _WRITTEN
+def _earlier(introduction: int | None, shown: int | None) -> bool:
+    """Whether a report's introduction came before the one the member's view describes (None, the first,
+    before every re-introduction). A re-introduced member has several introductions and a desk reports each
+    again after every restart, an old one perhaps as refused (`rejected`, `expired`) when the desk no longer
+    holds it: what became of an earlier introduction never hides what became of a later one."""
+    return shown is not None and (introduction is None or introduction < shown)
 
 
 Handler = Callable[[Team, TeamCommand, Membership | None, Limits], TeamOutcome]

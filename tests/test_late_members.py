@@ -13,6 +13,7 @@ import trio
 
 from harness.core import commands as c
 from harness.core.effects import notice_id
+from harness.core.errors import ErrorCode
 from harness.core.limits import DEFAULT_LIMITS, HOUR_MS
 from harness.core.records import NoticeKind, Team
 from harness.core.team import reintroductions
@@ -106,6 +107,37 @@ async def test_an_agent_attached_after_its_introduction_expired_is_introduced_ag
     finally:
         for made_terminals in made:
             await made_terminals.aclose()
+
+
+def introduction_shown(driver: Driver, member: str = "mem2") -> tuple[str, str | None] | None:
+    view = driver.team.members[member].introduction
+    return None if view is None else (view.state, view.reason)
+
+
+def test_an_earlier_introductions_refusal_never_hides_that_a_later_one_went_in() -> None:
+    """The first introduction's restated submit refused by a desk that no longer holds it, for its expiry or
+    for a full desk, is a report of the earlier introduction: the view stays that of the fresh one, which
+    went in; the fresh one's own progress, and a later re-introduction's, still show; a forged time in a
+    re-introduction's id names no membership."""
+    driver = Driver().create(2)
+    first = notice_id(TEAM, "mem2", NoticeKind.INTRODUCTION)
+    [fresh] = reintroductions(driver.team, "m-one", "agent2", driver.tick(), DEFAULT_LIMITS)
+    driver.ok(c.RecordDelivery(driver.tick(), TEAM, first, "expired", None))
+    assert introduction_shown(driver) == ("expired", None)
+    driver.ok(c.RecordDelivery(driver.tick(), TEAM, fresh.notice_id, "delivered", None))
+    for refused in ("expired", "delivery_records"):
+        driver.ok(c.RecordDelivery(driver.tick(), TEAM, first, "rejected", refused))
+        assert introduction_shown(driver) == ("delivered", None), refused
+    driver.ok(c.RecordDelivery(driver.tick(), TEAM, fresh.notice_id, "accepted", None))
+    assert introduction_shown(driver) == ("accepted", None)
+    [later] = reintroductions(driver.team, "m-one", "agent2", driver.tick(), DEFAULT_LIMITS)
+    driver.ok(c.RecordDelivery(driver.tick(), TEAM, later.notice_id, "rejected", "delivery_records"))
+    assert introduction_shown(driver) == ("rejected", "delivery_records")  # the later one did not go in
+    driver.ok(c.RecordDelivery(driver.tick(), TEAM, fresh.notice_id, "read", "inbox"))
+    assert introduction_shown(driver) == ("rejected", "delivery_records")  # nor does the earlier one hide it
+    for forged in ("mem2~", "mem2~12x", "mem2~-5"):
+        forged_id = notice_id(TEAM, forged, NoticeKind.INTRODUCTION)
+        driver.fails(c.RecordDelivery(driver.tick(), TEAM, forged_id, "read", None), ErrorCode.NOT_FOUND)
 
 
 def test_the_owner_sees_a_fresh_introduction_over_the_first_ones_expiry() -> None:
