@@ -1,7 +1,7 @@
-# What a restart restates to this machine's desk (io/delivery_router.py `restate`): it skips what the replayed
-# desk would ignore (`_moot_here`), and only that. A crash can leave the desk's journal behind the ledger's;
-# restoring an older copy of the desk's journal under a later ledger reproduces that gap in a real daemon,
-# and the requests the restatement hands this desk are recorded at the router.
+# What a restart restates to this machine's desk (io/delivery_router.py `restate_gradually`): it skips
+# what the replayed desk would ignore (`_moot_here`), and only that. A crash can leave the desk's journal
+# behind the ledger's; restoring an older copy of the desk's journal under a later ledger reproduces that gap
+# in a real daemon, and the requests the restatement hands this desk are recorded at the router.
 from __future__ import annotations
 
 import shutil
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import attrs
 import pytest
+import trio
 
 from harness.core import delivery as d
 from harness.core.limits import DEFAULT_LIMITS, Limits
@@ -49,28 +50,42 @@ def desk_notices(daemon: Daemon) -> dict[str, d.DeliveryState]:
     return {notice.id: notice.state for notice in daemon.desk.desk.notices.values()}
 
 
-def record_restatement(monkeypatch: pytest.MonkeyPatch) -> list[OwnerRequest]:
-    """What `restate` hands this machine's desk, from now on (it runs synchronously: nothing else sends
-    while it runs)."""
-    restated: list[OwnerRequest] = []
-    restating = [False]
-    restate, send = DeliveryRouter.restate, DeliveryRouter.send
+@attrs.define
+class Restatement:
+    """What the restatement handed this machine's desk, and the teams it has finished (a start restates
+    one team at a time while the daemon serves)."""
 
-    def recording_restate(router: DeliveryRouter, machine: str | None = None) -> None:
+    requests: list[OwnerRequest] = attrs.Factory(list)
+    teams: list[str] = attrs.Factory(list)
+
+    async def finished(self, teams: int = 1) -> list[OwnerRequest]:
+        await until(lambda: len(self.teams) >= teams)
+        return self.requests
+
+
+def record_restatement(monkeypatch: pytest.MonkeyPatch) -> Restatement:
+    """Record what each team's restatement hands this machine's desk, from now on (a team's part is handed
+    over synchronously: nothing else sends while it is)."""
+    recording = Restatement()
+    restating = [False]
+    restate_team, send = DeliveryRouter._restate_team, DeliveryRouter.send
+
+    def recording_restate(router: DeliveryRouter, team_id: str, machine: str | None) -> None:
         restating[0] = True
         try:
-            restate(router, machine)
+            restate_team(router, team_id, machine)
         finally:
             restating[0] = False
+        recording.teams.append(team_id)
 
     def recording_send(router: DeliveryRouter, machine_id: str, command: OwnerRequest) -> None:
         if restating[0] and machine_id == router.machine_id:
-            restated.append(command)
+            recording.requests.append(command)
         send(router, machine_id, command)
 
-    monkeypatch.setattr(DeliveryRouter, "restate", recording_restate)
+    monkeypatch.setattr(DeliveryRouter, "_restate_team", recording_restate)
     monkeypatch.setattr(DeliveryRouter, "send", recording_send)
-    return restated
+    return recording
 
 
 def notice_ids(requests: list[OwnerRequest], kind: type[d.Submit] | type[d.Withdraw]) -> set[str]:
@@ -109,8 +124,9 @@ async def test_a_restart_restates_what_the_desk_lacks_and_skips_what_it_would_ig
     shutil.rmtree(delivery_store_dir(tmp_path))
     shutil.copytree(before, delivery_store_dir(tmp_path))
 
-    restated = record_restatement(monkeypatch)
+    recording = record_restatement(monkeypatch)
     async with busy_daemon(tmp_path) as daemon:
+        restated = await recording.finished()
         exchanges = daemon.durable.teams["t1"].exchanges
         assert [exchanges[q].state.value for q in ("q1", "q2", "q3", "q4")] == [
             "open", "cancelled", "cancelled", "open"
@@ -179,8 +195,9 @@ async def test_a_full_desk_is_not_asked_again_what_it_refused_and_the_owner_reco
     shutil.rmtree(delivery_store_dir(tmp_path))
     shutil.copytree(before, delivery_store_dir(tmp_path))
 
-    restated = record_restatement(monkeypatch)
+    recording = record_restatement(monkeypatch)
     async with busy_daemon(tmp_path, attrs.evolve(LIMITS, delivery_records=3)) as daemon:
+        restated = await recording.finished()
         submitted = notice_ids(restated, d.Submit)
         assert question("q2") in submitted, f"a refusal the owner does not know of was skipped: {submitted}"
         assert question("q3") not in submitted, "a full desk was asked again what it refused, as recorded"
@@ -205,10 +222,54 @@ async def test_a_stopped_desk_is_told_everything(tmp_path: Path, monkeypatch: py
     journals = sorted(delivery_store_dir(tmp_path).glob("journal-*.jsonl"))
     journals[0].write_bytes(b"not a journal entry\n" + journals[0].read_bytes())
 
-    restated = record_restatement(monkeypatch)
+    recording = record_restatement(monkeypatch)
     async with busy_daemon(tmp_path) as daemon:
+        restated = await recording.finished()
         assert daemon.desk is not None and daemon.desk.unavailable is not None
         withdrawals = notice_ids(restated, d.Withdraw)
         assert question("q1") in withdrawals, f"a withdrawal skipped on a stopped desk: {withdrawals}"
         introductions = {n for n in notice_ids(restated, d.Submit) if n.endswith("/introduction")}
         assert len(introductions) == 2
+
+
+async def test_the_daemon_serves_before_a_team_is_restated_and_restates_it_as_it_then_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A start restates one team at a time while the daemon already serves. Held back before its team's
+    part, the restatement waits while a request cancels a question whose notice the desk lacks; then it
+    restates the team as it is by then: that notice is never handed to the desk, so no cancelled question
+    can be written. (Routes derived at the start and handed over later would queue it after the cancel.)"""
+    async with busy_daemon(tmp_path) as daemon:
+        owner = await Api.open(daemon)
+        keys = await team_with_keys(owner, people=("alice", "bob"), machine=daemon.machine_id)
+        alice = await Api.open(daemon, keys["alice"])
+        await alice("ask", "t1", id="q1", to="bob", text="q1, asked before the copy")
+        await until(lambda: question("q1") in desk_notices(daemon))
+    before = tmp_path / "desk-before"
+    shutil.copytree(delivery_store_dir(tmp_path), before)
+    async with busy_daemon(tmp_path) as daemon:
+        alice = await Api.open(daemon, keys["alice"])
+        await alice("ask", "t1", id="q5", to="bob", text="q5, asked after the copy")
+        await until(lambda: question("q5") in desk_notices(daemon))
+    shutil.rmtree(delivery_store_dir(tmp_path))
+    shutil.copytree(before, delivery_store_dir(tmp_path))
+
+    release = trio.Event()
+    held: list[str] = []
+
+    async def held_back(router: DeliveryRouter, team_id: str) -> None:
+        held.append(team_id)
+        await release.wait()
+
+    monkeypatch.setattr(DeliveryRouter, "before_team", held_back)
+    recording = record_restatement(monkeypatch)
+    async with busy_daemon(tmp_path) as daemon:
+        await until(lambda: held == ["t1"])
+        assert recording.teams == []  # listening, and t1 not restated yet
+        alice = await Api.open(daemon, keys["alice"])
+        assert (await alice("cancel", "t1", questionId="q5"))["state"] == "cancelled"
+        release.set()
+        restated = await recording.finished()
+        assert question("q5") not in notice_ids(restated, d.Submit), "a cancelled question's notice restated"
+        assert question("q1") in desk_notices(daemon)
+        assert question("q5") not in desk_notices(daemon)
