@@ -10,6 +10,7 @@
 # `--engine scripted` need the agent program after `--`, and only `--inbox-only` starts the login shell.
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -130,19 +131,29 @@ def _command(opts: Options, engine: str, args: list[str], inbox_only: bool) -> l
 
 async def _program_started(socket: str, pane: str) -> str | None:
     """Wait (briefly) until the pane's foreground is the program rather than the shell that execs it. None
-    then, or when the program has already exited, its exit status (its pane stays: remain-on-exit)."""
+    then; when the program has already exited, how it ended (its pane stays: remain-on-exit)."""
     import trio
 
     from harness.io.profiles import is_plain_shell
-    from harness.io.tmux import ProcessRunner, pane_foreground, pane_info
+    from harness.io.tmux import ProcessRunner, TmuxError, pane_foreground, pane_info
 
     with trio.move_on_after(STARTING_SECONDS):
         while is_plain_shell(await pane_foreground(socket, pane) or ""):
             await trio.sleep(0.05)
     runner = ProcessRunner(socket)
-    if not (await pane_info(runner, pane)).dead:
-        return None
-    return "".join(await runner.run("display-message", "-p", "-t", pane, "#{pane_dead_status}")) or "?"
+    try:
+        if not (await pane_info(runner, pane)).dead:
+            return None
+        status = "".join(await runner.run("display-message", "-p", "-t", pane, "#{pane_dead_status}"))
+    except TmuxError:  # its session or server was ended meanwhile (by the program itself, or a stop)
+        return "its tmux session ended"
+    return f"status {status or '?'}"
+
+
+def _program_name(command: list[str]) -> str:
+    """The program a command runs, past an `env NAME=VALUE ...` that sets its variables."""
+    words = command[1:] if command[0] == "env" else command
+    return next((word for word in words if "=" not in word), command[0])
 
 
 @app.command(context_settings={"allow_interspersed_args": False})
@@ -187,8 +198,9 @@ def start(
         fail(opts, output.PROTOCOL_ERROR, "conflict", f"cannot start the tmux session {session}: {error}")
     exited = None if inbox_only else trio.run(_program_started, socket, pane)
     if exited is not None:  # an agent that could never be reached is not registered
-        trio.run(ProcessRunner(socket).run, "kill-session", "-t", pane)
-        detail = f"{command[0]} exited at once (status {exited}); nothing was registered"
+        with contextlib.suppress(TmuxError):
+            trio.run(ProcessRunner(socket).run, "kill-session", "-t", pane)
+        detail = f"{_program_name(command)} exited at once ({exited}); nothing was registered"
         detail += " (run it in a terminal to see why)"
         fail(opts, output.PROTOCOL_ERROR, "offline", detail)
     fields = {

@@ -118,16 +118,34 @@ def _team_of(request: TeamRequest) -> str | None:
     return request.team_id
 
 
+class RestatementPart(enum.StrEnum):
+    """Which part of a restatement to route: all of it, in order, is the guards then the notices."""
+
+    ALL = "all"
+    GUARDS = "guards"  # the hold, release or withdrawal of the team, its members and its ended questions
+    NOTICES = "notices"  # the submits of every notice the team still owes
+
+
 def restatement_routes(
-    ledger: Ledger, team: Team, known: Known, translate: Translate, limits: Limits
+    ledger: Ledger,
+    team: Team,
+    known: Known,
+    translate: Translate,
+    limits: Limits,
+    *,
+    part: RestatementPart = RestatementPart.ALL,
 ) -> tuple[Route, ...]:
     """Everything each destination must have been told of `team` (core/team.py `restatement`), routed as if
     new: a crash can fall between a durable ledger change and a destination's durable receipt of it. Every
     machine owed a notice now hears the team-wide part too, so the restated hold of a paused team comes before
-    its notices there. Every desk request is idempotent."""
+    its notices there. Every desk request is idempotent. The guards alone are what keeps a desk from writing
+    what it must not; the notices alone, what it may still lack."""
     effects = restatement(team, limits)
     owed = {effect.machine_id for effect in effects if isinstance(effect, SubmitNotice)}
     told = Known(known.here, lambda team_id: {*known.holders(team_id), *owed})
+    if part is not RestatementPart.ALL:
+        notices = part is RestatementPart.NOTICES
+        effects = tuple(effect for effect in effects if isinstance(effect, SubmitNotice) is notices)
     return route(ledger, effects, told, translate)
 
 
@@ -136,6 +154,7 @@ __all__ = [
     "Destinations",
     "First",
     "Known",
+    "RestatementPart",
     "Route",
     "TeamRequest",
     "Translate",

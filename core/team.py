@@ -288,6 +288,7 @@ def introduction_notice(team: Team, member: Membership, limits: Limits) -> Submi
 # ids never hold it, so the membership is always recoverable, and the id is new, so no desk takes it for
 # the first introduction it may hold as `expired`.
 REINTRODUCED = "~"
+_REINTRODUCED_AT = re.compile(r"[0-9]{1,15}")  # epoch ms, ASCII: `int` of it never raises
 
 
 def reintroductions(
@@ -891,7 +892,7 @@ def _record_delivery(
     if kind is NoticeKind.INTRODUCTION:
         membership_id, mark, at = subject_id.partition(REINTRODUCED)
         member = team.members.get(membership_id)
-        if member is None or (mark and not at.isdigit()):
+        if member is None or (mark and not _REINTRODUCED_AT.fullmatch(at)):
             return reject(E.NOT_FOUND, f"no membership {subject_id!r}")
         introduction_of = int(at) if mark else None
         if member.introduction is not None and (

@@ -261,6 +261,7 @@ class Daemon:
             core.start_soon(self._run_ledger, router)
             await core.start(self.desk.run)
             self.node.on_paired = router.restate
+            router.restate_guards()
             await core.start(attach_remote, self, self.node)
             core.start_soon(router.run)
             with trio.CancelScope() as self._stop_scope:
@@ -271,7 +272,7 @@ class Daemon:
                     handler = self.rpc.websockets(self._front.connection, HARD_FRAME_BYTES)
                     await front.start(self.rpc.serve, listener, handler)
                     homes.write_private_json(self.home / homes.DAEMON_FILE, self.info())
-                    front.start_soon(router.restate_gradually)  # stops with intake: the next start restates
+                    front.start_soon(router.restate_notices_gradually)  # stops with intake, like the timers
                     front.start_soon(self.ledger.run_timers)
                     front.start_soon(self.channels.run)  # stops with intake, like the timers
                     front.start_soon(self.sessions.run)  # a session cut off here resumes at the next start

@@ -18,7 +18,7 @@ from harness.core.errors import ErrorCode, Rejected
 from harness.core.limits import Limits
 from harness.core.queries import delivery_view
 from harness.core.records import Ledger, NoticeKind
-from harness.core.routing import Known, Route, Translate, restatement_routes, route
+from harness.core.routing import Known, RestatementPart, Route, Translate, restatement_routes, route
 from harness.core.system import NoticeContent, desk_command, notice_content, refused_reason
 from harness.io import home as homes
 from harness.io.desk_runner import DeskRunner
@@ -112,44 +112,50 @@ class DeliveryRouter:
             self._log(f"cannot write the key file {key_file}: {error}")
         return command_prefix(self.home, team_id, key_file)
 
-    def restate(self, machine: str | None = None) -> None:
-        """Tell destinations again what the ledgers say they must have (core `restatement_routes`): a machine
-        paired since start (`machine`) its part, until now owed `unpaired`; with no machine, every
-        destination at once (the start's restatement is `restate_gradually`).
+    def restate(self, machine: str) -> None:
+        """Tell a machine paired since start its part of what the ledgers say it must have (core
+        `restatement_routes`), until now owed `unpaired`.
 
         A crash can fall between a ledger change made durable and a destination's durable receipt of any of
         its effects (a submit, a withdrawal, a hold). Every desk command is idempotent, so restating what a
-        desk has changes nothing there; paired machines get each team's part in few sealed requests."""
-        for team_id in list(self.ledger.durable.teams):
-            self._restate_team(team_id, machine)
+        desk has changes nothing there; paired machines get theirs in few sealed requests."""
+        self._restate(list(self.ledger.durable.teams), machine, RestatementPart.ALL)
 
-    async def restate_gradually(self) -> None:
-        """The start's restatement, one team at a time while the daemon already serves: each team's part is
+    def restate_guards(self) -> None:
+        """The start's restatement, first part, before the daemon listens: every team's hold or release, and
+        the withdrawal of its removed members and ended questions, to every destination. A desk whose journal
+        is behind the ledger's never writes what the ledger already ended, nor a paused team's notice, however
+        long the second part takes to reach its team."""
+        self._restate(list(self.ledger.durable.teams), None, RestatementPart.GUARDS)
+
+    async def restate_notices_gradually(self) -> None:
+        """The start's restatement, second part, while the daemon serves: each team's owed notices in turn,
         derived from the ledger's durable state of that moment and handed over whole before any other task
-        runs, so what a request served in between changes is restated as changed, or routed after the team's
-        restatement by the ordinary way, never inside it. At the seed's bounds this is seconds of CPU that a
-        daemon no longer spends before it listens."""
+        runs. A request served in between is restated as it changed the team (a question cancelled by then is
+        never submitted again), or routed after the team's part, never inside it. At the seed's bounds this is
+        seconds of CPU (rendering each owed notice) that a daemon no longer spends before it listens."""
         for team_id in list(self.ledger.durable.teams):
             await self.before_team(team_id)
-            self._restate_team(team_id, None)
+            self._restate([team_id], None, RestatementPart.NOTICES)
 
     async def before_team(self, team_id: str) -> None:
-        """Where other tasks run before a team's part of the start's restatement (a test holds one back)."""
+        """Where other tasks run before a team's owed notices are restated (a test holds one back)."""
         await trio.sleep(0)
 
-    def _restate_team(self, team_id: str, machine: str | None) -> None:
+    def _restate(self, team_ids: list[str], machine: str | None, part: RestatementPart) -> None:
         durable = self.ledger.durable
-        team = durable.teams.get(team_id)
-        if team is None or team_id in self.ledger.unavailable:
-            return
         translate = self._translate(durable, self.ledger.clock())
         desk = self.desk.desk
         remote: dict[str, list[OwnerRequest]] = {}
-        for routed in restatement_routes(durable, team, self.known, translate, self.limits):
-            if routed.machine_id != self.machine_id:
-                remote.setdefault(routed.machine_id, []).append(routed.request)
-            elif machine is None and not self._moot_here(routed, desk):
-                self.send(self.machine_id, routed.request)
+        for team_id in team_ids:
+            team = durable.teams.get(team_id)
+            if team is None or team_id in self.ledger.unavailable:
+                continue
+            for routed in restatement_routes(durable, team, self.known, translate, self.limits, part=part):
+                if routed.machine_id != self.machine_id:
+                    remote.setdefault(routed.machine_id, []).append(routed.request)
+                elif machine is None and not self._moot_here(routed, desk):
+                    self.send(self.machine_id, routed.request)
         for other, owed in remote.items():
             if machine is not None and other != machine:
                 continue

@@ -88,8 +88,7 @@ HARNESS_TIMEOUT: Final = 120.0  # a daemon or agent start, stop or removal on a 
 # A desk trace event of a question notice that reached a pane (the engine's when `memberId` names it).
 DELIVERED: Final = {"type": "notice", "kind": "question", "state": "delivered"}
 SCRIPTED: Final = "scripted"  # the agent engine a script:PATH engine runs as in a session
-# The run variables a session's engine gets on its command line: its tmux server's environment is the one
-# the first run started it with.
+AGENT_CRASHED: Final = "agent_crashed:"  # how a session's reason says its engine ended (spec/session-v1.md)
 # Delivery states of a notice the desk never wrote into the terminal (delivery-v1).
 NEVER_WRITTEN: Final = frozenset(
     state.value
@@ -101,6 +100,8 @@ NEVER_WRITTEN: Final = frozenset(
         DeliveryState.EXPIRED,
     )
 )
+# The run variables a session's engine gets on its command line: its tmux server's environment is the one
+# the first run started it with.
 RUN_VARIABLES: Final = ("HARNESS_EVAL_FAMILY", "HARNESS_EVAL_RUN", "HARNESS_EVAL_ENGINE")
 
 
@@ -444,8 +445,8 @@ def run_session(
         argv = ["session", "run", "--mode", "run", "--lead", f"{sid}={which.agent_engine}", "--id", sid]
         step = _harness(plan, [*argv, "--brief", str(family.root / BRIEF)], env, plan.engine_timeout)
         view = _document(step) if step.exit is not None else {}
-        stopped = view.get("termination") not in (None, "concluded")
-        if stopped and _brief_never_written(plan, sid, env):
+        crashed = view.get("termination") == "stopped" and str(view.get("reason")).startswith(AGENT_CRASHED)
+        if crashed and _brief_never_written(plan, sid, env):
             ended = f"cannot start {which.name}: it ended before its brief reached it ({view.get('reason')})"
             return Step(None, step.seconds, step.stdout, step.stderr, ended), {}
     finally:
@@ -455,9 +456,10 @@ def run_session(
 
 def _brief_never_written(plan: Plan, sid: str, env: Mapping[str, str]) -> bool:
     """Whether the session's desk certainly never wrote the brief into the engine's terminal, as the desk
-    itself says: an engine that ended before then never got its task, whenever it ended (at once, or after
-    it joined), so its run is an error rather than a failure. A notice that may have reached it (written,
-    unconfirmed, delivered) is a judged run."""
+    itself says: an engine that ended (its session stopped `agent_crashed`) before then never got its task,
+    whenever it ended (at once, or after it joined), so its run is an error rather than a failure. A notice
+    that may have reached it (written, unconfirmed, delivered), or a desk that cannot say, is a judged run;
+    so is an engine alive but never ready for its brief (a session bound stops it): that is a failure."""
     asked = ["team", "--team", sid, "delivery", f"{sid}.brief"]
     checked = _document(_harness(plan, asked, env, HARNESS_TIMEOUT))
     delivery = checked.get("delivery")

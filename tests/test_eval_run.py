@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from fractions import Fraction
@@ -425,9 +426,21 @@ def test_session_engines_that_never_conclude_exit_at_once_or_exit_later_and_leav
     judged like any other."""
     stuck = script(tmp_path / "script-stuck.sh", f"echo $$ > {tmp_path / 'stuck.pid'}\nexec sleep 600\n")
     gone = script(tmp_path / "script-gone.sh", "exit 0\n")
-    silent = script(tmp_path / "script-silent.sh", "exec sleep 20\n")
-    late = f"script:{FAMILIES / 'engines' / 'session-quitter'}"  # quits on its brief without replying
     out = tmp_path / "eval"
+    silent_path = tmp_path / "script-silent.sh"
+    silent = script(silent_path, "exit 0\n")  # rewritten below, once its session id is known
+    family = eval_runner.load_family(FAMILIES / "fix-typo")
+    sid = eval_runner.session_id(family, eval_runner.engine(silent), 0)
+    # Joins, never shows a prompt, and exits once its desk holds its brief queued (the team's trace says so).
+    queued = f'"noticeId":"{sid}/{sid}.brief/question","state":"queued"'
+    traces = str(out / "daemon" / "traces" / f"team-{sid}" / "trace-*.ndjson")
+    exit_when = (
+        "import glob, time\n"
+        f"while not any({queued!r} in open(p).read() for p in glob.glob({traces!r})):\n"
+        "    time.sleep(0.2)\n"
+    )
+    script(silent_path, f"exec {sys.executable} -c {shlex.quote(exit_when)}\n")
+    late = f"script:{FAMILIES / 'engines' / 'session-quitter'}"  # quits on its brief without replying
     engines = ",".join((stuck, gone, silent, late))
     done = harness(
         "eval", "run", str(FAMILIES / "fix-typo"), "--runs", "1", "--engines", engines,

@@ -135,7 +135,7 @@ def test_an_earlier_introductions_refusal_never_hides_that_a_later_one_went_in()
     assert introduction_shown(driver) == ("rejected", "delivery_records")  # the later one did not go in
     driver.ok(c.RecordDelivery(driver.tick(), TEAM, fresh.notice_id, "read", "inbox"))
     assert introduction_shown(driver) == ("rejected", "delivery_records")  # nor does the earlier one hide it
-    for forged in ("mem2~", "mem2~12x", "mem2~-5"):
+    for forged in ("mem2~", "mem2~12x", "mem2~-5", "mem2~\u00b2", "mem2~" + "9" * 5000, "mem2~" + "9" * 16):
         forged_id = notice_id(TEAM, forged, NoticeKind.INTRODUCTION)
         driver.fails(c.RecordDelivery(driver.tick(), TEAM, forged_id, "read", None), ErrorCode.NOT_FOUND)
 

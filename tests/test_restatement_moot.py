@@ -1,7 +1,8 @@
-# What a restart restates to this machine's desk (io/delivery_router.py `restate_gradually`): it skips
-# what the replayed desk would ignore (`_moot_here`), and only that. A crash can leave the desk's journal
-# behind the ledger's; restoring an older copy of the desk's journal under a later ledger reproduces that gap
-# in a real daemon, and the requests the restatement hands this desk are recorded at the router.
+# What a restart restates to this machine's desk (io/delivery_router.py `restate_guards`, then
+# `restate_notices_gradually`): it skips what the replayed desk would ignore (`_moot_here`), and only that. A
+# crash can leave the desk's journal behind the ledger's; restoring an older copy of the desk's journal under
+# a later ledger reproduces that gap in a real daemon, and the requests the restatement hands this desk are
+# recorded at the router.
 from __future__ import annotations
 
 import shutil
@@ -15,6 +16,7 @@ import trio
 
 from harness.core import delivery as d
 from harness.core.limits import DEFAULT_LIMITS, Limits
+from harness.core.routing import RestatementPart
 from harness.io.agents import AgentRegistry
 from harness.io.daemon import Daemon
 from harness.io.delivery_router import DeliveryRouter
@@ -52,8 +54,8 @@ def desk_notices(daemon: Daemon) -> dict[str, d.DeliveryState]:
 
 @attrs.define
 class Restatement:
-    """What the restatement handed this machine's desk, and the teams it has finished (a start restates
-    one team at a time while the daemon serves)."""
+    """What the restatement handed this machine's desk (the guards before the daemon listens, then each
+    team's notices while it serves), and the teams whose notices it has restated."""
 
     requests: list[OwnerRequest] = attrs.Factory(list)
     teams: list[str] = attrs.Factory(list)
@@ -64,26 +66,29 @@ class Restatement:
 
 
 def record_restatement(monkeypatch: pytest.MonkeyPatch) -> Restatement:
-    """Record what each team's restatement hands this machine's desk, from now on (a team's part is handed
-    over synchronously: nothing else sends while it is)."""
+    """Record what the restatement hands this machine's desk, from now on (each part is handed over
+    synchronously: nothing else sends while it is)."""
     recording = Restatement()
     restating = [False]
-    restate_team, send = DeliveryRouter._restate_team, DeliveryRouter.send
+    restate, send = DeliveryRouter._restate, DeliveryRouter.send
 
-    def recording_restate(router: DeliveryRouter, team_id: str, machine: str | None) -> None:
+    def recording_restate(
+        router: DeliveryRouter, team_ids: list[str], machine: str | None, part: RestatementPart
+    ) -> None:
         restating[0] = True
         try:
-            restate_team(router, team_id, machine)
+            restate(router, team_ids, machine, part)
         finally:
             restating[0] = False
-        recording.teams.append(team_id)
+        if part is RestatementPart.NOTICES:
+            recording.teams.extend(team_ids)
 
     def recording_send(router: DeliveryRouter, machine_id: str, command: OwnerRequest) -> None:
         if restating[0] and machine_id == router.machine_id:
             recording.requests.append(command)
         send(router, machine_id, command)
 
-    monkeypatch.setattr(DeliveryRouter, "_restate_team", recording_restate)
+    monkeypatch.setattr(DeliveryRouter, "_restate", recording_restate)
     monkeypatch.setattr(DeliveryRouter, "send", recording_send)
     return recording
 
@@ -273,3 +278,39 @@ async def test_the_daemon_serves_before_a_team_is_restated_and_restates_it_as_it
         assert question("q5") not in notice_ids(restated, d.Submit), "a cancelled question's notice restated"
         assert question("q1") in desk_notices(daemon)
         assert question("q5") not in desk_notices(daemon)
+
+
+async def test_a_paused_teams_hold_reaches_a_lagging_desk_before_the_daemon_serves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seed: "Pause holds new sends". The desk's journal is from before the pause; the
+    team's notices are not restated yet (held back) when a member asks in the paused team: the desk was
+    already told of the pause before the daemon listened, so it holds the new notice rather than queueing
+    it for a write."""
+    async with busy_daemon(tmp_path) as daemon:
+        owner = await Api.open(daemon)
+        keys = await team_with_keys(owner, people=("alice", "bob"), machine=daemon.machine_id)
+        alice = await Api.open(daemon, keys["alice"])
+        await alice("ask", "t1", id="q1", to="bob", text="q1, asked before the copy")
+        await until(lambda: question("q1") in desk_notices(daemon))
+    before = tmp_path / "desk-before"
+    shutil.copytree(delivery_store_dir(tmp_path), before)
+    async with busy_daemon(tmp_path) as daemon:
+        await (await Api.open(daemon))("pause", "t1")
+        await until(lambda: desk_notices(daemon).get(question("q1")) is d.DeliveryState.HELD)
+    shutil.rmtree(delivery_store_dir(tmp_path))
+    shutil.copytree(before, delivery_store_dir(tmp_path))
+
+    release = trio.Event()
+
+    async def held_back(router: DeliveryRouter, team_id: str) -> None:
+        await release.wait()
+
+    monkeypatch.setattr(DeliveryRouter, "before_team", held_back)
+    async with busy_daemon(tmp_path) as daemon:
+        alice = await Api.open(daemon, keys["alice"])
+        await alice("ask", "t1", id="q9", to="bob", text="q9, asked in the paused team")
+        await until(lambda: question("q9") in desk_notices(daemon))
+        assert desk_notices(daemon)[question("q9")] is d.DeliveryState.HELD
+        assert desk_notices(daemon)[question("q1")] is d.DeliveryState.HELD
+        release.set()

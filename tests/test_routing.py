@@ -17,7 +17,7 @@ from harness.core.commands import AddMember, CreateTeam, NewMember, PauseTeam
 from harness.core.limits import DEFAULT_LIMITS
 from harness.core.outcome import Accepted
 from harness.core.records import EMPTY_LEDGER, Ledger, NoticeKind
-from harness.core.routing import ROUTES, Known, Route, restatement_routes, route
+from harness.core.routing import ROUTES, Known, RestatementPart, Route, restatement_routes, route
 from harness.core.system import desk_command
 from harness.core.team import step
 from harness.models.checker import explore
@@ -108,6 +108,22 @@ def test_a_restatement_holds_a_paused_team_first_at_every_machine_owed_a_notice(
     # Alice's, bob's and carol's introductions are owed on their machines; each hears the pause first.
     assert by_machine == {HERE: ["hold", "submit"], "b": ["hold", "submit"], "c": ["hold", "submit"]}
     assert routes[0] == Route(HERE, d.Hold(5, TEAM))
+
+
+def test_a_restatement_in_two_parts_is_the_whole_in_order_the_guards_first() -> None:
+    """A daemon restates the guards before it listens and the owed notices while it serves: the two parts,
+    in that order, are the whole restatement; the guards hold every machine owed a notice, and hold no
+    submit."""
+    team = PAUSED.teams[TEAM]
+    translate = partial(desk_command, PAUSED, at=5, limits=DEFAULT_LIMITS)
+    parts = {
+        part: restatement_routes(PAUSED, team, known(holders={"b"}), translate, DEFAULT_LIMITS, part=part)
+        for part in RestatementPart
+    }
+    guards, notices = parts[RestatementPart.GUARDS], parts[RestatementPart.NOTICES]
+    assert guards + notices == parts[RestatementPart.ALL]
+    assert {(r.machine_id, type(r.request)) for r in guards} == {(m, d.Hold) for m in (HERE, "b", "c")}
+    assert notices and all(isinstance(r.request, d.Submit) for r in notices)
 
 
 def test_the_checker_catches_a_routing_that_skips_the_hold_for_a_new_machine() -> None:
