@@ -110,6 +110,7 @@ class Daemon:
         self._check = checking_invariants()
         self.agents = AgentRegistry(home / REGISTRY_FILE)  # loaded in `run`
         self.desk: DeskRunner | None = None  # this machine's delivery desk, opened in `run`
+        self.router: DeliveryRouter | None = None  # from the ledger to the desks, made in `run`
         self.channels: ChannelKeeper | None = None  # tab channels (spec/channels-v1.md), built in `run`
         self.sessions: SessionKeeper | None = None  # hosted sessions (spec/session-v1.md), built in `run`
         self._log = log or (lambda line: print(f"harness daemon: {line}", file=sys.stderr, flush=True))
@@ -218,6 +219,7 @@ class Daemon:
             trace=self.traces.emit,
         )
         router = DeliveryRouter(self.home, self.machine_id, self.ledger, desk, node, log=self._log)
+        self.router = router
         node.content_of = router.content_of
         boards = BoardActions(self._access, self.boards)
         self._handlers.update(
@@ -339,6 +341,8 @@ class Daemon:
             "remote": None if self.node is None else self.node.view(),
             "traces": self.traces.view(),
             "overLimits": self.ledger.over_limits(),  # teams holding more than a bound lowered since
+            # Teams whose owed notices the start has yet to restate (seconds at the seed's bounds).
+            "restatingTeams": 0 if self.router is None else self.router.teams_to_restate,
         }
 
 

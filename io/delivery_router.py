@@ -55,6 +55,7 @@ class DeliveryRouter:
         # Unbounded on purpose: the ledger's finisher must never wait for the delivery worker, which itself
         # sends reports back into the ledger queue; a bound here could close that loop into a deadlock.
         self._send, self._receive = trio.open_memory_channel[DeliveryWork](math.inf)
+        self._unrestated: list[str] = []  # teams whose owed notices the start has yet to restate, in order
 
     @property
     def limits(self) -> Limits:
@@ -126,7 +127,8 @@ class DeliveryRouter:
         the withdrawal of its removed members and ended questions, to every destination. A desk whose journal
         is behind the ledger's never writes what the ledger already ended, nor a paused team's notice, however
         long the second part takes to reach its team."""
-        self._restate(list(self.ledger.durable.teams), None, RestatementPart.GUARDS)
+        self._unrestated = list(self.ledger.durable.teams)
+        self._restate(self._unrestated, None, RestatementPart.GUARDS)
 
     async def restate_notices_gradually(self) -> None:
         """The start's restatement, second part, while the daemon serves: each team's owed notices in turn,
@@ -134,9 +136,15 @@ class DeliveryRouter:
         runs. A request served in between is restated as it changed the team (a question cancelled by then is
         never submitted again), or routed after the team's part, never inside it. At the seed's bounds this is
         seconds of CPU (rendering each owed notice) that a daemon no longer spends before it listens."""
-        for team_id in list(self.ledger.durable.teams):
-            await self.before_team(team_id)
-            self._restate([team_id], None, RestatementPart.NOTICES)
+        while self._unrestated:
+            await self.before_team(self._unrestated[0])
+            self._restate(self._unrestated[:1], None, RestatementPart.NOTICES)
+            del self._unrestated[0]
+
+    @property
+    def teams_to_restate(self) -> int:
+        """How many teams' owed notices the start has yet to restate (`harness daemon status`)."""
+        return len(self._unrestated)
 
     async def before_team(self, team_id: str) -> None:
         """Where other tasks run before a team's owed notices are restated (a test holds one back)."""

@@ -188,6 +188,8 @@ def test_prune_backs_up_first_and_keeps_every_receipt_a_restart_needs(
     assert e2e.ok(e2e.cli(home, *again))["pruned"] == 0  # nothing that old
 
     daemon = started()  # restates every notice t1 owes, q1's question notice among them
+    status = ("daemon", "status", "--home", str(home))
+    eventually(lambda: e2e.ok(e2e.cli(home, *status))["restatingTeams"] == 0, "the restatement to finish")
     e2e.ok(e2e.team(home, "ask", "bob", "after the restart", "--id", "q3", key=alice))
     eventually(lambda: "t1/q3/question" in _desk(home).notices, "the desk to take q3 (after the restatement)")
     restarted = _desk(home)

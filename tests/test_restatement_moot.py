@@ -271,11 +271,14 @@ async def test_the_daemon_serves_before_a_team_is_restated_and_restates_it_as_it
     async with busy_daemon(tmp_path) as daemon:
         await until(lambda: held == ["t1"])
         assert recording.teams == []  # listening, and t1 not restated yet
+        status = await (await Api.open(daemon))("daemon_status", None)
+        assert status["restatingTeams"] == 1
         alice = await Api.open(daemon, keys["alice"])
         assert (await alice("cancel", "t1", questionId="q5"))["state"] == "cancelled"
         release.set()
         restated = await recording.finished()
         assert question("q5") not in notice_ids(restated, d.Submit), "a cancelled question's notice restated"
+        assert (await (await Api.open(daemon))("daemon_status", None))["restatingTeams"] == 0
         assert question("q1") in desk_notices(daemon)
         assert question("q5") not in desk_notices(daemon)
 
