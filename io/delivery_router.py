@@ -177,7 +177,9 @@ class DeliveryRouter:
     def _moot_here(self, routed: Route, desk: d.Desk) -> bool:
         """A request that would change nothing on this machine's desk, replayed before any restatement, nor
         in the owner's view: a notice it holds already, the withdrawal of one it never held (a desk skips
-        unknown notices), or a submit it would refuse again, as the owner records (`_refused_as_recorded`).
+        unknown notices) or holds in a state a withdrawal leaves as it is (written, withdrawn, expired: the
+        desk's own table says so), or a submit it would refuse again, as the owner records
+        (`_refused_as_recorded`).
         A stopped desk answers every request with its own report: nothing is moot there. At the seed's
         bounds these are most of a restart's restatement: every finished exchange is withdrawn, and a full
         desk refuses every answer notice."""
@@ -186,7 +188,10 @@ class DeliveryRouter:
             return False
         if isinstance(request, d.Submit):
             return request.notice_id in desk.notices or self._refused_as_recorded(request, desk)
-        return isinstance(request, d.Withdraw) and request.notice_id not in desk.notices
+        if not isinstance(request, d.Withdraw):
+            return False
+        held = desk.notices.get(request.notice_id)
+        return held is None or d.DELIVERY_TRANSITIONS[(held.state, d.DeliveryEvent.WITHDRAW)] is held.state
 
     def _refused_as_recorded(self, submit: d.Submit, desk: d.Desk) -> bool:
         """Whether the desk would refuse `submit`, stamped as it stamps it, for a reason time cannot lift

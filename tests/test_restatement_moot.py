@@ -105,14 +105,17 @@ async def test_a_restart_restates_what_the_desk_lacks_and_skips_what_it_would_ig
     and q2 and q3 cancelled, under the ledger that recorded all of it:
 
     q1 open, the desk holds it: its submit is moot.        q2 cancelled, the desk holds it queued: withdrawn.
-    q3 cancelled, the desk never held it: moot.            q4 open, the desk lacks it: submitted."""
+    q3 cancelled, the desk never held it: moot.            q4 open, the desk lacks it: submitted.
+    q0 cancelled, the desk holds it withdrawn: moot (a withdrawal leaves it as it is)."""
     async with busy_daemon(tmp_path) as daemon:
         owner = await Api.open(daemon)
         keys = await team_with_keys(owner, people=("alice", "bob"), machine=daemon.machine_id)
         alice = await Api.open(daemon, keys["alice"])
-        for exchange_id in ("q1", "q2"):
+        for exchange_id in ("q0", "q1", "q2"):
             await alice("ask", "t1", id=exchange_id, to="bob", text=f"{exchange_id}, asked before the copy")
+        await alice("cancel", "t1", questionId="q0")
         await until(lambda: {question("q1"), question("q2")} <= desk_notices(daemon).keys())
+        await until(lambda: desk_notices(daemon).get(question("q0")) is d.DeliveryState.WITHDRAWN)
         introductions = {n for n in desk_notices(daemon) if n.endswith("/introduction")}
         assert len(introductions) == 2
     before = tmp_path / "desk-before"
@@ -133,14 +136,15 @@ async def test_a_restart_restates_what_the_desk_lacks_and_skips_what_it_would_ig
     async with busy_daemon(tmp_path) as daemon:
         restated = await recording.finished()
         exchanges = daemon.durable.teams["t1"].exchanges
-        assert [exchanges[q].state.value for q in ("q1", "q2", "q3", "q4")] == [
-            "open", "cancelled", "cancelled", "open"
+        assert [exchanges[q].state.value for q in ("q0", "q1", "q2", "q3", "q4")] == [
+            "cancelled", "open", "cancelled", "cancelled", "open"
         ]  # fmt: skip
         submitted, withdrawals = notice_ids(restated, d.Submit), notice_ids(restated, d.Withdraw)
         assert question("q2") in withdrawals, (
             f"the owed withdrawal of a notice the desk holds was skipped: {withdrawals}"
         )
         assert question("q3") not in withdrawals, "a notice the desk never held was withdrawn again"
+        assert question("q0") not in withdrawals, "a notice the desk holds withdrawn was withdrawn again"
         assert question("q4") in submitted, f"a notice the desk lacks was not submitted again: {submitted}"
         assert submitted.isdisjoint({question("q1"), *introductions}), (
             f"notices the desk holds were submitted again: {sorted(submitted)}"
