@@ -314,7 +314,7 @@ def export(
 ) -> None:
     """Write a consistent backup of the team's ledger (safe beside a running daemon)."""
     from harness.io.doctor import NoLedger, export_team
-    from harness.io.journal import CorruptState
+    from harness.io.journal_files import CorruptState
 
     opts = _opts(ctx, json_out, home, None, team=team)
     if not opts.team:
@@ -592,7 +592,7 @@ def doctor(
     what paired machines and strangers had refused)."""
     from harness.core.records import ID_PATTERN
     from harness.io.doctor import daemon_listeners, inspect_data_dir, over_limit_lines
-    from harness.io.journal import ledger_store_dir
+    from harness.io.journal_files import ledger_store_dir
 
     opts = Options().merge(json_out, home, None, None)
     if team is not None and not ID_PATTERN.fullmatch(team):  # it names a directory to read: never a path

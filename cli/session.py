@@ -25,6 +25,7 @@ from harness.core.errors import Rejected
 from harness.core.limits import DEFAULT_LIMITS
 from harness.core.records import ID_PATTERN
 from harness.io import home as homes
+from harness.io import session_files
 
 if TYPE_CHECKING:  # loaded by the commands that use it: it brings trio, which no other command needs here
     from harness.io import session_runner as runner
@@ -189,7 +190,7 @@ def run_session(
         usage(opts, formed.detail)
     text = _brief(opts, brief)
     home_dir = homes.resolve_home(opts.home)
-    if runner.session_dir(home_dir, sid).exists():
+    if session_files.session_dir(home_dir, sid).exists():
         fail(opts, output.PROTOCOL_ERROR, "conflict", f"session {sid!r} exists already; give another --id")
     token = homes.read_owner_token(home_dir)
     try:
@@ -221,11 +222,10 @@ def run_session(
 def _follow(opts: Options, home: Path, session_id: str) -> dict[str, Any]:
     """Wait for the daemon to end the session and answer the calls left before the end; its last status. A
     daemon that is down meanwhile (a crash, a restart) resumes the session when it starts again."""
-    from harness.io import session_runner as runner
     from harness.io.session_keeper import FAILED_FILE
 
     while True:
-        failed = _result(runner.session_dir(home, session_id) / FAILED_FILE)
+        failed = _result(session_files.session_dir(home, session_id) / FAILED_FILE)
         if failed is not None:
             fail(opts, output.PROTOCOL_ERROR, str(failed.get("error")), str(failed.get("detail")))
         view = _read_status(opts, home, session_id)
@@ -264,12 +264,10 @@ def status(
 ) -> None:
     """A session's state, asks, reminders and violations as its runner last wrote them; without an id, every
     session of the data directory."""
-    from harness.io import session_runner as runner
-
     opts = _opts(json_out, home, None)
     home_dir = homes.resolve_home(opts.home)
     if session_id is None:
-        views = [_listed_status(home_dir, sid) for sid in runner.sessions(home_dir)]
+        views = [_listed_status(home_dir, sid) for sid in session_files.sessions(home_dir)]
         listed = {"sessions": [_alive(v) for v in views if v is not None]}
         show(opts, listed, _show_sessions)
         return
@@ -287,21 +285,17 @@ def _status(opts: Options, home: Path, session_id: str) -> dict[str, Any]:
 
 
 def _read_status(opts: Options, home: Path, session_id: str) -> dict[str, Any] | None:
-    from harness.io import session_runner as runner
-
     try:
-        return runner.read_status(home, session_id)
-    except runner.StatusUnreadable as error:
+        return session_files.read_status(home, session_id)
+    except session_files.StatusUnreadable as error:
         fail(opts, output.PROTOCOL_ERROR, "corrupt_state", str(error))
 
 
 def _listed_status(home: Path, session_id: str) -> dict[str, Any] | None:
     """One session of the listing: a damaged status is listed as such, and hides none of the others."""
-    from harness.io import session_runner as runner
-
     try:
-        return runner.read_status(home, session_id)
-    except runner.StatusUnreadable as error:
+        return session_files.read_status(home, session_id)
+    except session_files.StatusUnreadable as error:
         return {"sessionId": session_id, "state": "unreadable", "detail": str(error)}
 
 
@@ -350,7 +344,7 @@ def _call_tool(
     view = _alive(_status(opts, home_dir, session_id))
     if view["state"] != "running" or view["runnerGone"]:
         fail(opts, output.PROTOCOL_ERROR, "conflict", f"session {session_id!r} is not running")
-    calls = runner.session_dir(home_dir, session_id) / runner.CALLS_DIR
+    calls = session_files.session_dir(home_dir, session_id) / runner.CALLS_DIR
     result_file = calls / f"{cid}{runner.RESULT_SUFFIX}"
     result_file.unlink(missing_ok=True)  # a retry of the same id waits for its own answer, not the last one
     call = {"tool": tool, "text": text, "keyDigest": runner.key_digest(key)}

@@ -15,8 +15,8 @@ import typer
 from harness.cli import output
 from harness.io import home as homes
 
-if TYPE_CHECKING:  # the trace reader loads trio: only a command that runs needs it
-    from harness.io import trace
+if TYPE_CHECKING:  # the trace reader is loaded by a command that runs, not by `--help`
+    from harness.io import trace_files as trace
 
 trace_app = typer.Typer(help="Read a trace offline: export, query, summary.", no_args_is_help=True)
 
@@ -76,7 +76,7 @@ def _filter(
     since: str | None,
     until: str | None,
 ) -> trace.TraceFilter:
-    from harness.io import trace
+    from harness.io import trace_files as trace
 
     return trace.TraceFilter(
         tuple(source or ()),
@@ -91,7 +91,7 @@ def _filter(
 def _located(path: Path | None, team: str | None, home: str | None, json_out: bool) -> Path:
     """PATH, or the trace of `--team` in the data directory (exactly one of them)."""
     from harness.core.records import ID_PATTERN
-    from harness.io import trace
+    from harness.io import trace_files as trace
 
     if (path is None) == (team is None):
         output.emit_error(json_out, "bad_request", "give a trace PATH or --team ID (one of them)")
@@ -106,7 +106,7 @@ def _located(path: Path | None, team: str | None, home: str | None, json_out: bo
 
 
 def _lines(path: Path, where: trace.TraceFilter, json_out: bool) -> list[trace.TraceLine]:
-    from harness.io import trace
+    from harness.io import trace_files as trace
 
     try:
         if not path.exists():  # raises for a name too long, which is no trace either
@@ -143,7 +143,7 @@ def export(
     json_out: JsonOpt = False,
 ) -> None:
     """The matching lines as NDJSON, each redacted again by this run's rules."""
-    from harness.io import trace
+    from harness.io import trace_files as trace
     from harness.io.redaction_env import from_environment
 
     where = _filter(
@@ -234,7 +234,7 @@ def summary(
     json_out: JsonOpt = False,
 ) -> None:
     """Per exchange the times ask -> delivered -> accepted -> answered -> continuation, and the violations."""
-    from harness.io import trace
+    from harness.io import trace_files as trace
 
     where = _filter(
         json_out, source=source, type_=None, exchange=exchange, member=member, since=since, until=until

@@ -37,16 +37,11 @@ from harness.core.board_recovery import Record, Recovered, checkpoint_record, de
 from harness.core.errors import ErrorCode, Rejected
 from harness.core.outcome import reject, unchanged
 from harness.core.records import MembershipState, Team
-from harness.io.journal import (
-    MAX_CHECKPOINT_BYTES,
-    TEAMS_DIR,
-    CheckpointPolicy,
-    JournalStore,
-    Recovery,
-    StoreError,
-)
+from harness.io.journal import CheckpointPolicy, JournalStore
+from harness.io.journal_files import MAX_CHECKPOINT_BYTES, TEAMS_DIR, Recovery, StoreError
 from harness.io.ledger_runner import open_stores, unwritable
-from harness.io.trace import BOARD, TraceEmit, no_trace
+from harness.io.trace import TraceEmit, no_trace
+from harness.io.trace_files import BOARD
 
 E = ErrorCode
 # A broken core invariant (what broke it, the violation) -> the reason the board stops.

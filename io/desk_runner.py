@@ -49,11 +49,13 @@ from harness.core.records import NoticeKind
 from harness.core.system import refused_reason
 from harness.core.team import replay_limits
 from harness.core.terminal_text import terminal_safe
-from harness.io.journal import CheckpointPolicy, JournalStore, Recovery, StoreError, delivery_store_dir
+from harness.io.journal import CheckpointPolicy, JournalStore
+from harness.io.journal_files import Recovery, StoreError, delivery_store_dir
 from harness.io.profiles import squash
 from harness.io.team_delivery import DeliveryReport, OwnerRequest, Reporter
 from harness.io.terminal_port import Screen, ScreenState, Terminals, Transcripts, WriteOutcome
-from harness.io.trace import DESK, TraceEmit, no_trace
+from harness.io.trace import TraceEmit, no_trace
+from harness.io.trace_files import DESK
 
 # Unsure never licenses a write: an engine that is still starting counts as busy.
 OBSERVED: dict[ScreenState, d.Observed] = {
@@ -677,7 +679,7 @@ def _owed_here(home: Path, limits: Limits) -> tuple[set[str], set[str]]:
     stay."""
     from harness.core.team import owed_notices
     from harness.io import home as homes
-    from harness.io.journal import CorruptState, ledgers_dir, scan_store_consistent
+    from harness.io.journal_files import CorruptState, ledgers_dir, scan_store_consistent
     from harness.io.ledger_runner import ReplayError, replay
 
     owed: set[str] = set()

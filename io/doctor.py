@@ -14,7 +14,7 @@ from harness.core.records import ID_PATTERN
 from harness.io.client import Client, ClientError, locate_socket
 from harness.io.fileops import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, FileOps, write_all
 from harness.io.home import read_owner_token, write_export_note
-from harness.io.journal import (
+from harness.io.journal_files import (
     LOCK_NAME,
     TEAMS_DIR,
     CorruptState,

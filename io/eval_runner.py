@@ -40,7 +40,7 @@ from harness.core.bounded_json import JsonRefused, parse_json
 from harness.core.delivery import DeliveryState
 from harness.core.eval_stats import RunOutcome, summarize
 from harness.core.redaction import Redactor
-from harness.io.trace import encode_line, file_name, read_trace, session_trace_dir, team_trace_dir
+from harness.io.trace_files import encode_line, file_name, read_trace, session_trace_dir, team_trace_dir
 
 BRIEF: Final = "brief.md"
 SETUP: Final = "setup"

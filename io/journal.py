@@ -13,19 +13,11 @@
 #   later writes are refused. A failed fsync may have dropped dirty pages, so retrying could report success
 #   for data that is gone; only a restart, which re-reads what is really on disk, is safe.
 #
-# On-disk layout of one store directory (0700, files 0600):
-#   lock                                  flock(2) target: one writer process per store
-#   journal-<segment:12>.jsonl            records {"v":1,"seq":N,"entry":{...},"crc":"xxxxxxxx"} one a line
-#   checkpoint-<seq:20>.json              one record {"v":1,"seq":N,"payload":{...},"crc":"..."} + newline
-#   *.tmp                                 a checkpoint being written; removed when the store is opened
-# The crc is zlib.crc32 of the record's bytes up to `,"crc"`, so every line stays plain JSON for `jq`.
+# The files' layout and format, the errors and the read-only scan are io/journal_files.py's, which imports no
+# trio, so the commands that only read a store start without it.
 from __future__ import annotations
 
-import contextlib
-import json
-import re
 import time
-import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
@@ -33,284 +25,29 @@ from typing import Final
 import attrs
 import trio
 
-from harness.core.errors import ErrorCode
-from harness.io.fileops import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, FileOps, close_both, write_all
+from harness.io.fileops import PRIVATE_FILE_MODE, FileOps, close_both, write_all
+from harness.io.journal_files import (
+    LOCK_NAME,
+    MAX_CHECKPOINT_BYTES,
+    TEMP_SUFFIX,
+    Recovery,
+    StoreFailed,
+    StoreLocked,
+    StoreScan,
+    checkpoint_name,
+    encode_record,
+    ensure_private_dir,
+    scan_store,
+    segment_name,
+)
 
-FORMAT_VERSION: Final = 1
 # A command of team.v1 is at most ~50,000 characters of fields (8k question, 8k context, 16k answer, 16 x 1k
 # evidence); even fully \u-escaped that is far below this, so a bigger entry is a caller bug.
 MAX_ENTRY_BYTES: Final = 1 << 20
-# A full ledger (500 exchanges at their largest) serializes well below this; refusing to read more keeps a
-# damaged or foreign file from exhausting memory during recovery.
-MAX_CHECKPOINT_BYTES: Final = 256 << 20
-# Readers that run beside a live daemon (doctor, export) retry when compaction deletes a file they listed.
-_SCAN_ATTEMPTS: Final = 5
-
-LOCK_NAME: Final = "lock"
-TEMP_SUFFIX: Final = ".tmp"
-_SEGMENT_RE: Final = re.compile(r"journal-(\d{12})\.jsonl")
-_CHECKPOINT_RE: Final = re.compile(r"checkpoint-(\d{20})\.json")
-_CRC_SUFFIX_RE: Final = re.compile(rb',"crc":"([0-9a-f]{8})"\}')
-_CRC_SUFFIX_LEN: Final = len(b',"crc":"00000000"}')
-
-TEAMS_DIR: Final = "teams"
-
-
-def ledgers_dir(data_dir: Path) -> Path:
-    """The parent of every team ledger store under the daemon data directory."""
-    return data_dir / TEAMS_DIR / "ledgers"
-
-
 # Below this running estimate of one write+fsync, the journal flushes on the event loop's thread: blocking
 # the loop that briefly is cheaper than the worker-thread hand-off (~0.1 ms here); slower disks (and the first
 # flushes, until the estimate learns) keep the loop free by flushing in a worker thread.
 INLINE_FLUSH_S: Final = 0.0005
-
-
-def ledger_store_dir(data_dir: Path, team_id: str) -> Path:
-    """Where the owner's ledger of team `team_id` lives under the daemon data directory."""
-    return ledgers_dir(data_dir) / team_id
-
-
-def delivery_store_dir(data_dir: Path) -> Path:
-    """Where this machine's delivery desk (as a destination) lives under the daemon data directory."""
-    return data_dir / TEAMS_DIR / "delivery"
-
-
-def segment_name(number: int) -> str:
-    return f"journal-{number:012d}.jsonl"
-
-
-def checkpoint_name(seq: int) -> str:
-    return f"checkpoint-{seq:020d}.json"
-
-
-class StoreError(Exception):
-    """Base of the store's errors; `code` is a stable string for the outside contract."""
-
-    code: str = "store_error"
-
-
-class CorruptState(StoreError):
-    """The store's files hold damage other than a torn final record. Nothing was changed or deleted."""
-
-    code = ErrorCode.CORRUPT_STATE
-
-    def __init__(self, path: Path, offset: int, reason: str) -> None:
-        super().__init__(f"{path} at byte {offset}: {reason}")
-        self.path = path
-        self.offset = offset
-        self.reason = reason
-
-
-class StoreFailed(StoreError):
-    """A write, fsync, rename or delete failed. This store refuses all writes until it is reopened."""
-
-    code = "store_failed"
-
-
-class StoreLocked(StoreError):
-    """Another process has this store open."""
-
-    code = "store_locked"
-
-
-@attrs.frozen
-class Entry:
-    seq: int
-    body: dict[str, object]
-
-
-@attrs.frozen
-class Recovery:
-    """What a store held when opened: the newest checkpoint and the journal entries connected after it."""
-
-    checkpoint_seq: int  # 0 when there is no checkpoint
-    checkpoint: dict[str, object] | None
-    entries: tuple[Entry, ...]
-
-    @property
-    def last_seq(self) -> int:
-        return self.entries[-1].seq if self.entries else self.checkpoint_seq
-
-
-@attrs.frozen
-class SegmentInfo:
-    name: str
-    number: int
-    size: int
-    first_seq: int | None  # None when the segment holds no complete record
-    last_seq: int | None
-    records: int
-    torn_offset: int | None  # where an ignored torn final record starts
-
-
-@attrs.frozen
-class StoreScan:
-    """A read-only, fully validated picture of one store directory."""
-
-    directory: Path
-    recovery: Recovery
-    checkpoints: tuple[str, ...]  # every checkpoint file, oldest first; the last one is in `recovery`
-    segments: tuple[SegmentInfo, ...]  # in segment order
-    temp_files: tuple[str, ...]
-
-
-# --- encoding ---------------------------------------------------------------------------------------------
-
-
-def encode_record(field: str, seq: int, body: Mapping[str, object]) -> bytes:
-    head = (
-        b'{"v":%d,"seq":%d,"%s":' % (FORMAT_VERSION, seq, field.encode())
-        + json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
-    )
-    return head + b',"crc":"%08x"}' % zlib.crc32(head)
-
-
-def _decode(record: bytes, field: str) -> tuple[int, dict[str, object]] | str:
-    """The (seq, body) of one record without its newline, or why it is not a valid record."""
-    match = _CRC_SUFFIX_RE.fullmatch(record, max(0, len(record) - _CRC_SUFFIX_LEN))
-    if match is None:
-        return "record does not end with a checksum"
-    if zlib.crc32(record[: match.start()]) != int(match.group(1), 16):
-        return "checksum mismatch"
-    try:
-        obj = json.loads(record)
-    except ValueError:
-        return "checksummed record is not JSON"
-    if not isinstance(obj, dict) or set(obj) != {"v", "seq", field, "crc"}:
-        return f"record is not a {field} record"
-    if obj["v"] != FORMAT_VERSION:
-        return f"unsupported format version {obj['v']!r} (this build reads {FORMAT_VERSION})"
-    seq, body = obj["seq"], obj[field]
-    if type(seq) is not int or seq < 1 or not isinstance(body, dict):
-        return "record has a malformed seq or body"
-    return seq, body
-
-
-def _hidden_record_end(tail: bytes) -> int | None:
-    """If an unterminated tail holds a whole valid record followed by more bytes, where that record ends.
-
-    A torn write leaves a prefix of one record. A complete record followed by stray bytes instead is not a
-    prefix of anything the store writes: the newline that ended an acknowledged record was damaged.
-    """
-    for match in _CRC_SUFFIX_RE.finditer(tail):
-        if match.end() < len(tail) and zlib.crc32(tail[: match.start()]) == int(match.group(1), 16):
-            return match.end()
-    return None
-
-
-# --- scanning (read-only) -----------------------------------------------------------------------------------
-
-
-def _parse_segment(
-    path: Path, data: bytes, number: int, after_seq: int, sink: list[Entry]
-) -> SegmentInfo:
-    """Validate one segment; append its entries with seq > `after_seq` to `sink`."""
-    pos = 0
-    first: int | None = None
-    last: int | None = None
-    records = 0
-    torn: int | None = None
-    while pos < len(data):
-        end = data.find(b"\n", pos)
-        if end < 0:
-            hidden = _hidden_record_end(data[pos:])
-            if hidden is not None:
-                raise CorruptState(
-                    path, pos + hidden, "bytes after a complete final record where its newline belongs"
-                )
-            torn = pos
-            break
-        decoded = _decode(data[pos:end], "entry")
-        if isinstance(decoded, str):
-            raise CorruptState(path, pos, decoded)
-        seq, body = decoded
-        if last is not None and seq != last + 1:
-            raise CorruptState(path, pos, f"entry seq {seq} does not follow seq {last} in the same segment")
-        if first is None:
-            first = seq
-        last = seq
-        records += 1
-        if seq > after_seq:
-            sink.append(Entry(seq, body))
-        pos = end + 1
-    return SegmentInfo(path.name, number, len(data), first, last, records, torn)
-
-
-def _parse_checkpoint(path: Path, data: bytes, seq_in_name: int) -> dict[str, object]:
-    if not data.endswith(b"\n"):
-        raise CorruptState(path, len(data), "checkpoint does not end with a newline")
-    newline = data.find(b"\n")
-    if newline != len(data) - 1:
-        raise CorruptState(path, newline, "checkpoint holds more than one record")
-    decoded = _decode(data[:-1], "payload")
-    if isinstance(decoded, str):
-        raise CorruptState(path, 0, decoded)
-    seq, payload = decoded
-    if seq != seq_in_name:
-        raise CorruptState(path, 0, f"checkpoint records seq {seq} but its name says {seq_in_name}")
-    return payload
-
-
-def scan_store(directory: Path, ops: FileOps) -> StoreScan:
-    """Read and validate a store directory without changing anything. Raises CorruptState on damage.
-
-    Entries at or before the newest checkpoint are validated but not returned. Records after it must
-    continue it without a gap or overlap; a gap is allowed only where a checkpoint covers it (compaction may
-    have deleted some but not all of the segments behind that checkpoint when a crash interrupted it).
-    """
-    names = sorted(ops.listdir(directory))
-    segments = sorted((int(m.group(1)), n) for n in names if (m := _SEGMENT_RE.fullmatch(n)))
-    checkpoints = sorted((int(m.group(1)), n) for n in names if (m := _CHECKPOINT_RE.fullmatch(n)))
-    temps = tuple(n for n in names if n.endswith(TEMP_SUFFIX))
-
-    checkpoint_seq = 0
-    payload: dict[str, object] | None = None
-    for seq, name in checkpoints:
-        path = directory / name
-        data = ops.read_bytes(path)
-        if len(data) > MAX_CHECKPOINT_BYTES:
-            raise CorruptState(path, MAX_CHECKPOINT_BYTES, "checkpoint is larger than any this store writes")
-        payload = _parse_checkpoint(path, data, seq)
-        checkpoint_seq = seq
-
-    entries: list[Entry] = []
-    infos: list[SegmentInfo] = []
-    prev_last: int | None = None  # last record seq of the previous segment that had records
-    for number, name in segments:
-        path = directory / name
-        info = _parse_segment(path, ops.read_bytes(path), number, checkpoint_seq, entries)
-        if info.first_seq is not None:
-            reached = prev_last or 0
-            # A gap is allowed only where the checkpoint covers it; an overlap never is.
-            if not reached + 1 <= info.first_seq <= max(reached, checkpoint_seq) + 1:
-                raise CorruptState(
-                    path, 0,
-                    f"segment starts at seq {info.first_seq}, which does not connect to the history before "
-                    f"it (journal seq {reached}, checkpoint seq {checkpoint_seq})",
-                )
-            prev_last = info.last_seq
-        infos.append(info)
-    return StoreScan(
-        directory,
-        Recovery(checkpoint_seq, payload, tuple(entries)),
-        tuple(n for _, n in checkpoints),
-        tuple(infos),
-        temps,
-    )
-
-
-def scan_store_consistent(directory: Path, ops: FileOps | None = None) -> StoreScan:
-    """`scan_store` for readers beside a live writer: retries when compaction deletes a file it listed."""
-    ops = ops or FileOps()
-    for attempt in range(_SCAN_ATTEMPTS):
-        try:
-            return scan_store(directory, ops)
-        except FileNotFoundError:
-            if attempt == _SCAN_ATTEMPTS - 1:
-                raise
-    raise AssertionError("unreachable")
 
 
 # --- the writable store -------------------------------------------------------------------------------------
@@ -338,22 +75,6 @@ class CheckpointPolicy:
 
     def due(self, store: JournalStore) -> bool:
         return store.entries_since_checkpoint >= self.every
-
-
-def _ensure_private_dir(ops: FileOps, directory: Path) -> None:
-    missing: list[Path] = []
-    probe = directory
-    while not ops.is_dir(probe):
-        missing.append(probe)
-        if probe.parent == probe:
-            break
-        probe = probe.parent
-    for path in reversed(missing):
-        with contextlib.suppress(FileExistsError):  # a store opened beside us created it first
-            ops.mkdir(path)
-        ops.fsync_dir(path.parent)
-    if ops.mode(directory) != PRIVATE_DIR_MODE:
-        ops.chmod(directory, PRIVATE_DIR_MODE)
 
 
 class JournalStore:
@@ -400,7 +121,7 @@ class JournalStore:
 
     @classmethod
     def _open_blocking(cls, directory: Path, ops: FileOps) -> tuple[JournalStore, Recovery]:
-        _ensure_private_dir(ops, directory)
+        ensure_private_dir(ops, directory)
         try:
             lock_fd = ops.lock(directory / LOCK_NAME)
         except BlockingIOError as exc:

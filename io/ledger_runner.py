@@ -58,10 +58,9 @@ from harness.core.records import EMPTY_LEDGER, ID_PATTERN, Ledger, MembershipSta
 from harness.core.team import next_deadline, replay_limits, step
 from harness.io import home as homes
 from harness.io.fileops import FileOps
-from harness.io.journal import (
-    CheckpointPolicy,
+from harness.io.journal import CheckpointPolicy, JournalStore
+from harness.io.journal_files import (
     CorruptState,
-    JournalStore,
     Recovery,
     StoreError,
     ledger_store_dir,
@@ -69,7 +68,8 @@ from harness.io.journal import (
     scan_store_consistent,
 )
 from harness.io.team_delivery import DeliveryReport
-from harness.io.trace import LEDGER, TraceEmit, no_trace
+from harness.io.trace import TraceEmit, no_trace
+from harness.io.trace_files import LEDGER
 
 LIMITS_ENV = "HARNESS_LIMITS"
 # Commands waiting for the ledger task before RPC handlers feel back-pressure.

@@ -19,6 +19,7 @@ import trio
 
 from harness.core import session as s
 from harness.io import home as homes
+from harness.io import session_files
 from harness.io import session_runner as runner
 from harness.io.client import RemoteError
 from harness.io.profiles import is_plain_shell
@@ -27,7 +28,8 @@ from harness.io.rpc import BAD_REQUEST, FrameError, Request
 from harness.io.team_access import ActionError, Handler
 from harness.io.terminal_port import Screen
 from harness.io.tmux import pane_foreground
-from harness.io.trace import TraceWriter, session_trace_dir
+from harness.io.trace import TraceWriter
+from harness.io.trace_files import session_trace_dir
 
 PERIOD_SECONDS = 1.0  # how often the keeper looks for a plan to host
 PLAN_BYTES = 64_000  # a plan holds a brief of at most 6,000 characters and a few names
@@ -42,7 +44,7 @@ class PlanError(Exception):
 
 def write_plan(home: Path, plan: runner.SessionPlan) -> None:
     """Hand the daemon a session to host (0600, atomically, in the session's private directory)."""
-    directory = runner.session_dir(home, plan.session_id)
+    directory = session_files.session_dir(home, plan.session_id)
     directory.mkdir(parents=True, exist_ok=True, mode=homes.PRIVATE_DIR_MODE)
     homes.write_private_json(directory / runner.PLAN_FILE, plan_view(plan))
 
@@ -59,7 +61,7 @@ def plan_view(plan: runner.SessionPlan) -> dict[str, Any]:
 
 
 def read_plan(home: Path, session_id: str) -> runner.SessionPlan:
-    path = runner.session_dir(home, session_id) / runner.PLAN_FILE
+    path = session_files.session_dir(home, session_id) / runner.PLAN_FILE
     try:
         raw = _read_regular(path, PLAN_BYTES + 1)
         if len(raw) > PLAN_BYTES:
@@ -91,7 +93,7 @@ def _read_regular(path: Path, most: int) -> bytes:
 
 def hosted(home: Path, session_id: str) -> bool:
     """Whether the session still needs its host: a plan, and not finished (ended, its calls closed)."""
-    directory = runner.session_dir(home, session_id)
+    directory = session_files.session_dir(home, session_id)
     finished = (directory / DONE_FILE).exists() or (directory / FAILED_FILE).exists()
     return (directory / runner.PLAN_FILE).is_file() and not finished
 
@@ -119,7 +121,7 @@ class SessionKeeper:
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
             while True:
-                for session_id in runner.sessions(self.home):
+                for session_id in session_files.sessions(self.home):
                     if session_id not in self._taken and hosted(self.home, session_id):
                         self._taken.add(session_id)
                         nursery.start_soon(self._host, session_id)
@@ -152,7 +154,7 @@ class SessionKeeper:
             detail = error.detail if isinstance(error, RemoteError) else str(error)
             self._log(f"session {session_id}: {type(error).__name__}: {code}: {detail}")
             failure = {"error": code, "detail": f"session {session_id} could not run: {detail}"}
-            directory = runner.session_dir(self.home, session_id)
+            directory = session_files.session_dir(self.home, session_id)
             await trio.to_thread.run_sync(homes.write_private_json, directory / FAILED_FILE, failure)
             return
         self._log(f"session {session_id}: {ended.termination} ({ended.reason})")

@@ -23,9 +23,9 @@ import json
 import os
 import re
 import shlex
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any, Final, TypeGuard
+from typing import Any, Final
 
 import attrs
 import trio
@@ -37,11 +37,11 @@ from harness.core.records import ID_PATTERN
 from harness.core.redaction import Redactor
 from harness.io import home as homes
 from harness.io.client import ClientError, RemoteError
+from harness.io.session_files import STATUS_FILE, session_dir
 from harness.io.team_delivery import harness_command
-from harness.io.trace import LEDGER, ORCHESTRATOR, TraceWriter, wall_clock_ms
+from harness.io.trace import TraceWriter, wall_clock_ms
+from harness.io.trace_files import LEDGER, ORCHESTRATOR
 
-SESSIONS_DIR: Final = "sessions"
-STATUS_FILE: Final = "status.json"
 PLAN_FILE: Final = "plan.json"  # what `harness session run` hands the daemon: the session to host
 JOURNAL_FILE: Final = "journal.ndjson"  # the reducer's accepted commands, each durable before its effects
 STATE_FILE: Final = "runner.json"  # the runner's own bookkeeping, current as of its last settle
@@ -110,10 +110,6 @@ RESTING: Final = frozenset({"idle", "settling"})
 
 class SessionError(Exception):
     """The session could not be formed (its team, agents or trace); nothing was left running by it."""
-
-
-def session_dir(home: Path, session_id: str) -> Path:
-    return home / SESSIONS_DIR / session_id
 
 
 @attrs.frozen
@@ -868,49 +864,6 @@ def _ask_view(ask: s.AskRecord) -> dict[str, Any]:
     return {"id": ask.id, "asker": ask.asker, "to": ask.to, "state": str(ask.state), "reason": ask.reason}
 
 
-class StatusUnreadable(ValueError):
-    """A session's status file is there and cannot be read as one (damaged, or not a file)."""
-
-
-def read_status(home: Path, session_id: str) -> dict[str, Any] | None:
-    """The last status the session's runner wrote, or None when there is no such session (nor a data
-    directory to hold one). Raises StatusUnreadable for a status file that cannot be read as a status."""
-    import json
-
-    path = session_dir(home, session_id) / STATUS_FILE
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except (OSError, ValueError) as error:
-        raise StatusUnreadable(f"cannot read {path}: {error}") from None
-    if not _is_status(data):
-        raise StatusUnreadable(f"{path} is not a session status")
-    return data
-
-
-_STATUS_TEXTS: Final = ("sessionId", "mode", "lead", "state", "trace")
-_ASK_TEXTS: Final = ("id", "asker", "to", "state")
-
-
-def _is_status(data: object) -> TypeGuard[dict[str, Any]]:
-    """The shape `status_view` writes, as far as readers rely on it."""
-    if not isinstance(data, dict) or not all(isinstance(data.get(key), str) for key in _STATUS_TEXTS):
-        return False
-    asks, reminders, violations = data.get("asks"), data.get("reminders"), data.get("violations")
-    if not (isinstance(asks, list) and isinstance(reminders, list) and isinstance(violations, list)):
-        return False
-    texts = all(isinstance(v, str) for v in violations)
-    return texts and all(
-        isinstance(a, dict) and all(isinstance(a.get(k), str) for k in _ASK_TEXTS) for a in asks
-    )
-
-
 def request_stop(home: Path, session_id: str) -> None:
     """Ask the session's runner to stop it (abort): it sees the file at its next poll."""
     homes.write_private_text(session_dir(home, session_id) / STOP_FILE, "stop\n")
-
-
-def sessions(home: Path) -> Iterator[str]:
-    root = home / SESSIONS_DIR
-    yield from sorted(entry.name for entry in root.iterdir() if entry.is_dir()) if root.is_dir() else ()

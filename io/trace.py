@@ -13,37 +13,39 @@
 # The rules are spec/trace-v1.md's.
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Final
 
 import attrs
 import trio
 
-from harness.core.bounded_json import JsonRefused, parse_json
 from harness.core.redaction import Redactor
 from harness.io.fileops import FileOps, close_both, write_all
-from harness.io.journal import _ensure_private_dir  # the store's private-directory idiom, shared
+from harness.io.journal_files import ensure_private_dir  # the store's private-directory idiom, shared
+from harness.io.trace_files import (
+    MAX_LINE_BYTES,
+    TraceDamaged,
+    decode_line,
+    encode_line,
+    file_name,
+    numbered_names,
+    team_trace_dir,
+    trace_files,
+)
 
-TRACES_DIR: Final = "traces"
 LOCK_NAME: Final = "lock"
-_FILE_RE: Final = re.compile(r"trace-(\d{12})\.ndjson")
 
-# The sources the harness itself writes; any other source is a participant (a member id or name).
-LEDGER: Final = "ledger"
-DESK: Final = "desk"
-BOARD: Final = "board"
-ORCHESTRATOR: Final = "orchestrator"
+# A source is one of the harness's own (io/trace_files.py's LEDGER, DESK, BOARD, ORCHESTRATOR) or a
+# participant's member id or name.
 SOURCE_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
 
-# One event is bounded like one journal entry; a bigger one is traced as an `oversized` stub (type and size),
-# since a trace must never stop the daemon and the full event is in the ledger.
-MAX_LINE_BYTES: Final = 1 << 20
+# An event over MAX_LINE_BYTES is traced as an `oversized` stub (type and size), since a trace must never stop
+# the daemon and the full event is in the ledger.
 OVERSIZED: Final = "oversized"
 
 
@@ -63,93 +65,8 @@ class TraceBounds:
 DEFAULT_BOUNDS: Final = TraceBounds()
 
 
-def team_trace_dir(data_dir: Path, team_id: str) -> Path:
-    return data_dir / TRACES_DIR / f"team-{team_id}"
-
-
-def session_trace_dir(data_dir: Path, session_id: str) -> Path:
-    return data_dir / TRACES_DIR / f"session-{session_id}"
-
-
-def file_name(number: int) -> str:
-    return f"trace-{number:012d}.ndjson"
-
-
-def encode_line(source: str, seq: int, event: Mapping[str, object]) -> bytes:
-    """One trace line with its newline. ASCII only (\\uXXXX), so the bytes are inert on a terminal."""
-    body = {"source": source, "seq": seq, "event": event}
-    return json.dumps(body, separators=(",", ":"), allow_nan=False).encode() + b"\n"
-
-
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-# --- reading ------------------------------------------------------------------------------------------------
-
-
-class TraceDamaged(Exception):
-    """A complete line of a trace file is not a trace line (a torn final line is not damage)."""
-
-    def __init__(self, path: Path, offset: int, reason: str) -> None:
-        super().__init__(f"{path} at byte {offset}: {reason}")
-        self.path = path
-        self.offset = offset
-        self.reason = reason
-
-
-@attrs.frozen
-class TraceLine:
-    source: str
-    seq: int
-    event: dict[str, object]
-    raw: bytes  # the line as written, without its newline
-
-
-def trace_files(path: Path) -> list[Path]:
-    """The files of a trace, oldest first: `path` itself when it is a file, else its trace-*.ndjson."""
-    if not path.is_dir():
-        return [path]
-    return [path / name for _, name in sorted(_numbered(entry.name for entry in path.iterdir()))]
-
-
-def _numbered(names: Iterable[str]) -> Iterator[tuple[int, str]]:
-    for name in names:
-        if match := _FILE_RE.fullmatch(name):
-            yield int(match[1]), name
-
-
-def decode_line(path: Path, offset: int, raw: bytes) -> TraceLine:
-    # A trace file is read offline, from anywhere: bounded before it is parsed, like every frame.
-    obj = parse_json(raw, max_bytes=MAX_LINE_BYTES + 1)
-    if isinstance(obj, JsonRefused):
-        raise TraceDamaged(path, offset, f"not a trace line ({obj.reason}: {obj.detail})")
-    if not isinstance(obj, dict) or set(obj) != {"source", "seq", "event"}:
-        raise TraceDamaged(path, offset, "not a {source, seq, event} line")
-    source, seq, event = obj["source"], obj["seq"], obj["event"]
-    if not isinstance(source, str) or type(seq) is not int or not isinstance(event, dict):
-        raise TraceDamaged(path, offset, "a malformed source, seq or event")
-    return TraceLine(source, seq, event, raw)
-
-
-def read_trace(path: Path, keep: Callable[[bytes], bool] | None = None) -> Iterator[TraceLine]:
-    """Every complete line of the trace at `path` (a file or a trace directory) in order. A final line
-    without its newline (a torn write) is skipped. `keep`, when given, sees each raw line first; a line it
-    rejects is not decoded (a cheap necessary condition, see `TraceFilter.prefilter`)."""
-    for file in trace_files(path):
-        try:
-            data = file.read_bytes()
-        except FileNotFoundError:  # rotated away by a live writer since the listing
-            continue
-        position = 0
-        while True:
-            end = data.find(b"\n", position)
-            if end < 0:
-                break
-            raw = data[position:end]
-            if keep is None or keep(raw):
-                yield decode_line(file, position, raw)
-            position = end + 1
 
 
 def _last_seq(ops: FileOps, files: list[Path]) -> int:
@@ -197,7 +114,7 @@ class TraceWriter:
         self._bounds = bounds
         self._clock = clock
         files = trace_files(directory)
-        self._numbers = [number for number, _ in _numbered(f.name for f in files)]
+        self._numbers = [number for number, _ in numbered_names(f.name for f in files)]
         self._durable_seq = _last_seq(ops, files)
         self._written_seq = self._durable_seq
         self._next_seq = self._durable_seq + 1
@@ -232,7 +149,7 @@ class TraceWriter:
     def _open_blocking(
         cls, directory: Path, redactor: Redactor, bounds: TraceBounds, ops: FileOps, clock: Callable[[], int]
     ) -> TraceWriter:
-        _ensure_private_dir(ops, directory)
+        ensure_private_dir(ops, directory)
         try:
             lock_fd = ops.lock(directory / LOCK_NAME)
         except BlockingIOError as error:
@@ -391,149 +308,6 @@ class TraceWriter:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
-
-
-# --- querying -----------------------------------------------------------------------------------------------
-
-# Values that every JSON encoder spells the same way inside a string, so their quoted form must appear in the
-# raw bytes of a line that holds them: only then may a filter reject a line without decoding it.
-_PLAIN_RE: Final = re.compile(r"[A-Za-z0-9_.:@-]+")
-
-
-def _quoted(values: Iterable[str]) -> tuple[bytes, ...] | None:
-    values = tuple(values)
-    if not values or not all(_PLAIN_RE.fullmatch(v) for v in values):
-        return None
-    return tuple(b'"%s"' % v.encode() for v in values)
-
-
-@attrs.frozen
-class TraceFilter:
-    """Which lines a query keeps. Empty tuples and None mean "any". A member matches the event's memberId
-    or `to`, or the line's source; time is the event's "at" (epoch ms), inclusive on both ends."""
-
-    sources: tuple[str, ...] = ()
-    types: tuple[str, ...] = ()
-    exchanges: tuple[str, ...] = ()
-    members: tuple[str, ...] = ()
-    since: int | None = None
-    until: int | None = None
-
-    def matches(self, line: TraceLine) -> bool:
-        event = line.event
-        if self.sources and line.source not in self.sources:
-            return False
-        if self.types and event.get("type") not in self.types:
-            return False
-        if self.exchanges and event.get("exchangeId") not in self.exchanges:
-            return False
-        if self.members and not {line.source, event.get("memberId"), event.get("to")} & set(self.members):
-            return False
-        at = event.get("at")
-        if self.since is not None and not (isinstance(at, int) and at >= self.since):
-            return False
-        return self.until is None or (isinstance(at, int) and at <= self.until)
-
-    def prefilter(self) -> Callable[[bytes], bool] | None:
-        """A test on raw line bytes that every matching line passes (None when there is nothing cheap)."""
-        needles = [
-            quoted
-            for values in (self.sources, self.types, self.exchanges, self.members)
-            if (quoted := _quoted(values)) is not None
-        ]
-        if not needles:
-            return None
-        return lambda raw: all(any(n in raw for n in group) for group in needles)
-
-
-def query(path: Path, where: TraceFilter) -> Iterator[TraceLine]:
-    for line in read_trace(path, where.prefilter()):
-        if where.matches(line):
-            yield line
-
-
-# --- summary ------------------------------------------------------------------------------------------------
-
-# The steps of one exchange, in order, and the event that marks each (source, type, fields it must have); the
-# first such event of an exchange (its "exchangeId") sets the step's time. The daemon emits these events.
-MILESTONES: Final[Mapping[str, tuple[str, str, Mapping[str, str]]]] = {
-    "asked": (LEDGER, "ask", {}),
-    "delivered": (DESK, "notice", {"kind": "question", "state": "delivered"}),
-    "accepted": (DESK, "notice", {"kind": "question", "state": "accepted"}),
-    "answered": (LEDGER, "reply", {}),
-    "continuation": (DESK, "notice", {"kind": "answer", "state": "accepted"}),
-}
-QUESTION_ENDED: Final = "question_ended"  # ledger: {"exchangeId", "state", "reason"?}
-PROTOCOL_VIOLATION: Final = "protocol_violation"  # orchestrator: {"exchangeId"?, "memberId", "rule"}
-
-
-def _milestone(line: TraceLine) -> str | None:
-    event = line.event
-    for name, (source, kind, fields) in MILESTONES.items():
-        if line.source == source and event.get("type") == kind and all(
-            event.get(key) == value for key, value in fields.items()
-        ):
-            return name
-    return None
-
-
-@attrs.define
-class _Exchange:
-    exchange_id: str
-    team_id: object
-    asker: object = None
-    to: object = None
-    at: dict[str, int] = attrs.Factory(dict)
-    state: object = None
-    reason: object = None
-    violations: int = 0
-
-    def view(self) -> dict[str, object]:
-        asked = self.at.get("asked")
-        since = {} if asked is None else {s: self.at[s] - asked for s in MILESTONES if s in self.at}
-        return {
-            "exchangeId": self.exchange_id, "teamId": self.team_id, "asker": self.asker, "to": self.to,
-            "at": {s: self.at[s] for s in MILESTONES if s in self.at}, "sinceAsk": since,
-            "state": self.state, "reason": self.reason, "violations": self.violations,
-        }
-
-
-def summarize(lines: Iterable[TraceLine]) -> dict[str, object]:
-    """Per exchange, when each step happened (epoch ms) and how long after the ask; how each question ended;
-    and every protocol violation. A JSON-ready document."""
-    exchanges: dict[str, _Exchange] = {}
-    violations: list[dict[str, object]] = []
-    sources: dict[str, int] = {}
-    count, first_seq, last_seq = 0, None, None
-    for line in lines:
-        count += 1
-        first_seq = line.seq if first_seq is None else first_seq
-        last_seq = line.seq
-        sources[line.source] = sources.get(line.source, 0) + 1
-        event = line.event
-        kind, exchange_id, at = event.get("type"), event.get("exchangeId"), event.get("at")
-        if kind == PROTOCOL_VIOLATION:
-            violations.append({"seq": line.seq, "source": line.source, **event})
-        if not isinstance(exchange_id, str):
-            continue
-        entry = exchanges.setdefault(exchange_id, _Exchange(exchange_id, event.get("teamId")))
-        step = _milestone(line)
-        if step is not None and step not in entry.at and isinstance(at, int):
-            entry.at[step] = at
-        if step == "asked":
-            entry.asker, entry.to = event.get("memberId"), event.get("to")
-        if line.source == LEDGER and kind == QUESTION_ENDED:
-            entry.state, entry.reason = event.get("state"), event.get("reason")
-        entry.violations += kind == PROTOCOL_VIOLATION
-    ordered = sorted(exchanges.values(), key=lambda e: (e.at.get("asked", 0), e.exchange_id))
-    return {
-        "lines": count,
-        "firstSeq": first_seq,
-        "lastSeq": last_seq,
-        "sources": sources,
-        "exchanges": [entry.view() for entry in ordered],
-        "violations": violations,
-    }
 
 
 # --- the daemon's team traces -------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from harness.io.agents import AgentRegistry
 from harness.io.client import Client
 from harness.io.daemon import Daemon
 from harness.io.desk_runner import RunnerTiming
-from harness.io.journal import encode_record
+from harness.io.journal_files import encode_record
 from harness.io.tmux import TmuxTerminals, kill_server, new_session
 
 ROUNDS = 8  # pending_per_sender: one sender keeps at most 8 questions open

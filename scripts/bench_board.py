@@ -22,7 +22,8 @@ from harness.core.errors import Rejected
 from harness.core.limits import DEFAULT_LIMITS
 from harness.core.records import Ledger
 from harness.core.team import step as team_step
-from harness.io.journal import MAX_CHECKPOINT_BYTES, JournalStore, Recovery
+from harness.io.journal import JournalStore
+from harness.io.journal_files import MAX_CHECKPOINT_BYTES, Recovery
 from harness.io.ledger_runner import replay as replay_ledger
 
 SESSION = b.Session("bench-board", 1)

@@ -19,7 +19,8 @@ from pathlib import Path
 import trio
 from bench_support import quantile
 
-from harness.io.journal import JournalStore, encode_record, ledger_store_dir
+from harness.io.journal import JournalStore
+from harness.io.journal_files import encode_record, ledger_store_dir
 
 ENTRY_BYTES = 1_000
 LATENCY_OPS = 2_000

@@ -14,7 +14,7 @@ from pathlib import Path
 import trio
 
 from harness.core.redaction import redactor
-from harness.io import trace
+from harness.io import trace, trace_files
 
 LINES = 100_000
 EXCHANGES = 2_000
@@ -45,22 +45,26 @@ def main() -> None:
         directory = Path(temp) / "trace"
         started = time.perf_counter()
         trio.run(write, directory)
-        size = sum(f.stat().st_size for f in trace.trace_files(directory))
-        print(f"wrote {LINES} lines ({size / 1e6:.1f} MB, {len(trace.trace_files(directory))} files) "
+        size = sum(f.stat().st_size for f in trace_files.trace_files(directory))
+        print(f"wrote {LINES} lines ({size / 1e6:.1f} MB, {len(trace_files.trace_files(directory))} files) "
               f"in {time.perf_counter() - started:.2f} s")
         exchange = f"{7:032x}"
-        where = trace.TraceFilter(types=("notice",), exchanges=(exchange,), since=1_700_000_000_000)
+        where = trace_files.TraceFilter(types=("notice",), exchanges=(exchange,), since=1_700_000_000_000)
         started = time.perf_counter()
-        found = sum(1 for _ in trace.query(directory, where))
+        found = sum(1 for _ in trace_files.query(directory, where))
         query_s = time.perf_counter() - started
         started = time.perf_counter()
         needle = exchange.encode()
         grepped = sum(
-            1 for f in trace.trace_files(directory) for line in f.read_bytes().splitlines() if needle in line
+            1
+            for f in trace_files.trace_files(directory)
+            for line in f.read_bytes().splitlines()
+            if needle in line
         )
         grep_s = time.perf_counter() - started
         started = time.perf_counter()
-        scanned = sum(1 for _ in trace.query(directory, trace.TraceFilter(since=1_700_000_000_000)))
+        recent = trace_files.TraceFilter(since=1_700_000_000_000)
+        scanned = sum(1 for _ in trace_files.query(directory, recent))
         full_s = time.perf_counter() - started
         print(f"query --type notice --exchange X --since T: {found} lines in {query_s * 1000:.1f} ms")
         print(f"grep-like scan for X:                      {grepped} lines in {grep_s * 1000:.1f} ms")

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import trio
 
-from harness.io.journal import CheckpointPolicy, JournalStore, Recovery
+from harness.io.journal import CheckpointPolicy, JournalStore
+from harness.io.journal_files import Recovery
 
 APPENDERS = 4
 POLICY = CheckpointPolicy(every=32)

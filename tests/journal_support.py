@@ -7,7 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.io.fileops import FileOps
-from harness.io.journal import JournalStore, Recovery
+from harness.io.journal import JournalStore
+from harness.io.journal_files import Recovery
 
 
 def snapshot(directory: Path) -> dict[str, bytes]:

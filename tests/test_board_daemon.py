@@ -23,7 +23,8 @@ from harness.core.errors import Rejected
 from harness.io import home as homes
 from harness.io.board_runner import board_store_dir
 from harness.io.client import Client, RemoteError
-from harness.io.journal import CheckpointPolicy, JournalStore, ledger_store_dir
+from harness.io.journal import CheckpointPolicy, JournalStore
+from harness.io.journal_files import ledger_store_dir
 from tests.test_cli_e2e import Daemon, cli, error, ok
 from tests.test_daemon import Api, running, team_with_keys
 

@@ -18,9 +18,9 @@ from harness.core.limits import DEFAULT_LIMITS
 from harness.core.records import NoticeKind
 from harness.io import home as homes
 from harness.io.desk_runner import prune_desk, replay_desk
-from harness.io.journal import (
+from harness.io.journal import JournalStore
+from harness.io.journal_files import (
     Entry,
-    JournalStore,
     Recovery,
     delivery_store_dir,
     ledger_store_dir,

@@ -18,6 +18,7 @@ from harness.cli import output
 from harness.cli.app import app, team_app
 from harness.cli.commands import SPECS
 from harness.cli.fast import TEAM_OTHERS, TOP
+from harness.io import session_files, trace_files
 from tests.test_cli_e2e import HARNESS, Daemon
 
 HEAVY = (
@@ -179,6 +180,37 @@ def test_common_commands_import_only_what_they_need(tmp_path: Path, args: list[s
 def test_typer_commands_still_import_typer(tmp_path: Path) -> None:
     """The counting above can fail: a command the fast path leaves to Typer (a usage error) imports it."""
     assert "typer" in imported(tmp_path, "daemon", "status", "--nope")
+
+
+READ_COMMANDS = [
+    (["doctor"], "harness.io.doctor"),
+    (["trace", "summary", "--team", "t1"], "harness.io.trace_files"),
+    (["trace", "summary", "TRACE_FILE"], "harness.io.trace_files"),
+    (["session", "status"], "harness.io.session_files"),
+]
+
+
+@pytest.mark.parametrize(("args", "reader"), READ_COMMANDS)
+def test_read_commands_start_without_trio(tmp_path: Path, args: list[str], reader: str) -> None:
+    """Issue 17 asks for 0.25 s cold, and trio alone took 100-240 ms of it: a command that only reads the data
+    directory (stores, a trace, session status files) must not import the async stack that writes them."""
+    home = tmp_path / "home"
+    lines = b"".join(trace_files.encode_line("ledger", n, {"type": "tick", "at": n}) for n in (1, 2))
+    team_trace = trace_files.team_trace_dir(home, "t1")
+    team_trace.mkdir(parents=True)
+    (team_trace / trace_files.file_name(1)).write_bytes(lines)
+    (tmp_path / "trace.ndjson").write_bytes(lines)
+    session = session_files.session_dir(home, "s1")
+    session.mkdir(parents=True)
+    texts = {"sessionId": "s1", "mode": "discuss", "lead": "alice", "state": "ended", "trace": "t"}
+    status = {**texts, "asks": [], "reminders": [], "violations": []}
+    (session / session_files.STATUS_FILE).write_text(json.dumps(status))
+    argv = [str(tmp_path / "trace.ndjson") if arg == "TRACE_FILE" else arg for arg in args]
+    done = run(home, *argv)
+    assert done.returncode == 0, done.stderr
+    modules = imported(home, *argv)
+    assert reader in modules  # the measurement saw the command read
+    assert "trio" not in {m.split(".")[0] for m in modules}, args
 
 
 @pytest.mark.parametrize("team", ["", "..", "../../etc", "a/b"])

@@ -23,7 +23,8 @@ from harness.io import home as homes
 from harness.io import ledger_runner
 from harness.io.client import Client, RemoteError
 from harness.io.daemon import Daemon
-from harness.io.journal import CheckpointPolicy, ledger_store_dir
+from harness.io.journal import CheckpointPolicy
+from harness.io.journal_files import ledger_store_dir
 from harness.io.rpc import MAX_FRAME_BYTES, PROTOCOL
 
 SMALL = Limits(

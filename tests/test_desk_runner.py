@@ -18,7 +18,7 @@ from harness.core.records import DeliveryView, Team
 from harness.io.agents import AgentRegistry
 from harness.io.daemon import Daemon, now_ms
 from harness.io.desk_runner import RunnerTiming
-from harness.io.journal import delivery_store_dir
+from harness.io.journal_files import delivery_store_dir
 from harness.io.team_delivery import DeliveryReport
 from harness.io.terminal_port import Licence, Screen, ScreenState, WriteOutcome
 from tests.test_daemon import SMALL, Api, running, team_with_keys

@@ -17,7 +17,7 @@ import pytest
 
 from harness.core.eval_stats import wilson
 from harness.io import eval_runner
-from harness.io.trace import read_trace
+from harness.io.trace_files import read_trace
 from tests.test_cli_e2e import HARNESS
 
 FAMILIES = Path(__file__).parent / "fixtures" / "eval_families"

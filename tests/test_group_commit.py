@@ -20,7 +20,8 @@ from harness.io.client import Client, ClientError
 from harness.io.daemon import Daemon
 from harness.io.desk_runner import replay_desk
 from harness.io.fileops import FileOps
-from harness.io.journal import JournalStore, delivery_store_dir, ledger_store_dir, scan_store
+from harness.io.journal import JournalStore
+from harness.io.journal_files import delivery_store_dir, ledger_store_dir, scan_store
 from harness.io.ledger_runner import replay
 from harness.io.terminal_port import Licence, ScreenState, WriteOutcome
 from tests.test_desk_runner import TIMING, FakeTerminals, local_team

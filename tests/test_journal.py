@@ -16,10 +16,9 @@ import trio.testing
 
 from harness.io.doctor import export_store, export_team, inspect_data_dir, inspect_store
 from harness.io.fileops import FileOps
-from harness.io.journal import (
-    CheckpointPolicy,
+from harness.io.journal import CheckpointPolicy, JournalStore
+from harness.io.journal_files import (
     CorruptState,
-    JournalStore,
     StoreLocked,
     checkpoint_name,
     ledger_store_dir,

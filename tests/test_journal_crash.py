@@ -19,7 +19,8 @@ import pytest
 import trio
 
 from harness.io.fileops import FileOps
-from harness.io.journal import JournalStore, encode_record, scan_store
+from harness.io.journal import JournalStore
+from harness.io.journal_files import encode_record, scan_store
 from tests.journal_crash_writer import fold
 
 WRITER = Path(__file__).with_name("journal_crash_writer.py")

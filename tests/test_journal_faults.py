@@ -15,7 +15,8 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.io.journal import CorruptState, JournalStore, StoreFailed, checkpoint_name, segment_name
+from harness.io.journal import JournalStore
+from harness.io.journal_files import CorruptState, StoreFailed, checkpoint_name, segment_name
 from tests.journal_support import Crash, FaultyOps, bodies, fill, os_error, snapshot, state
 
 

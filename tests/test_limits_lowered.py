@@ -20,7 +20,7 @@ from harness.core.records import NoticeKind
 from harness.core.team import step
 from harness.io import home as homes
 from harness.io.desk_runner import replay_desk
-from harness.io.journal import Entry, Recovery
+from harness.io.journal_files import Entry, Recovery
 from tests import test_cli_e2e as e2e
 from tests.team_helpers import TEAM, Driver
 

@@ -25,7 +25,7 @@ from harness.core.board import BOARD_COMMAND_NAMES, SetMembers
 from harness.core.board_recovery import DELTA_FIELD, recover
 from harness.core.codec import BOARD_JOURNAL_VERSION, board_view
 from harness.io.board_runner import board_store_dir
-from harness.io.journal import scan_store_consistent
+from harness.io.journal_files import scan_store_consistent
 from harness.io.terminal_port import ScreenState
 from tests.engines.launch import engine_version, install_problem
 from tests.live.scripts import (

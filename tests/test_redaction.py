@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from harness.core import redaction
 from harness.core.redaction import Redactor, marker, redactor
-from harness.io import trace
+from harness.io import trace, trace_files
 from harness.io.redaction_env import WARNING
 
 TOKEN_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
@@ -72,7 +72,7 @@ def _written(redact: Redactor, events: list[dict[str, object]]) -> bytes:
     with tempfile.TemporaryDirectory() as temp:
         directory = Path(temp) / "t"
         trio.run(write, directory)
-        return b"".join(f.read_bytes() for f in trace.trace_files(directory))
+        return b"".join(f.read_bytes() for f in trace_files.trace_files(directory))
 
 
 def _spellings(secret: str) -> list[str]:
@@ -261,8 +261,9 @@ def test_the_disable_switch_warns_exactly_once_per_run(tmp_path: Path) -> None:
     done = _run(tmp_path, env)
     assert done.returncode == 0, done.stderr
     assert done.stderr == WARNING
-    assert all(b"ghp_secretvalue" in (tmp_path / name / trace.file_name(1)).read_bytes() for name in "ab")
+    first_files = [tmp_path / name / trace_files.file_name(1) for name in "ab"]
+    assert all(b"ghp_secretvalue" in path.read_bytes() for path in first_files)
     env.pop(redaction.DISABLED_VARIABLE)
     done = _run(tmp_path / "on", env)
     assert done.returncode == 0 and done.stderr == ""
-    assert b"ghp_secretvalue" not in (tmp_path / "on" / "a").joinpath(trace.file_name(1)).read_bytes()
+    assert b"ghp_secretvalue" not in (tmp_path / "on" / "a").joinpath(trace_files.file_name(1)).read_bytes()

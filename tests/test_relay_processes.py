@@ -37,7 +37,7 @@ from harness.core.limits import DEFAULT_LIMITS
 from harness.io import home as homes
 from harness.io import pairing
 from harness.io.desk_runner import replay_desk
-from harness.io.journal import delivery_store_dir, scan_store_consistent
+from harness.io.journal_files import delivery_store_dir, scan_store_consistent
 from harness.io.relay import connect_relay
 from harness.io.seal import HEADER_BYTES, SEALED, Identity, SendSession
 

@@ -20,7 +20,7 @@ from harness.core.routing import RestatementPart
 from harness.io.agents import AgentRegistry
 from harness.io.daemon import Daemon
 from harness.io.delivery_router import DeliveryRouter
-from harness.io.journal import delivery_store_dir
+from harness.io.journal_files import delivery_store_dir
 from harness.io.team_delivery import OwnerRequest
 from harness.io.terminal_port import ScreenState
 from tests.test_daemon import Api, member, running, team_with_keys

@@ -13,6 +13,7 @@ import pytest
 import trio
 
 from harness.core import session as s
+from harness.io import session_files
 from harness.io import session_keeper as keeper
 from harness.io import session_runner as runner
 
@@ -32,7 +33,7 @@ def a_plan(session_id: str = "s1") -> runner.SessionPlan:
 def test_a_plan_reads_back_as_written(tmp_path: Path) -> None:
     keeper.write_plan(tmp_path, a_plan())
     assert keeper.read_plan(tmp_path, "s1") == a_plan()
-    path = runner.session_dir(tmp_path, "s1") / runner.PLAN_FILE
+    path = session_files.session_dir(tmp_path, "s1") / runner.PLAN_FILE
     assert path.stat().st_mode & 0o777 == 0o600
 
 
@@ -56,7 +57,7 @@ def plan_text(**changes: object) -> bytes:
     ],
 )
 def test_a_plan_that_is_not_one_is_refused(tmp_path: Path, content: bytes, detail: str) -> None:
-    directory = runner.session_dir(tmp_path, "s1")
+    directory = session_files.session_dir(tmp_path, "s1")
     directory.mkdir(parents=True)
     (directory / runner.PLAN_FILE).write_bytes(content)
     with pytest.raises(keeper.PlanError, match=r"plan\.json") as refused:
@@ -66,7 +67,7 @@ def test_a_plan_that_is_not_one_is_refused(tmp_path: Path, content: bytes, detai
 
 def test_a_fifo_in_place_of_a_plan_is_refused_without_waiting_on_it(tmp_path: Path) -> None:
     """The keeper runs in the daemon's loop: a FIFO (no writer) read with a plain open would block it."""
-    directory = runner.session_dir(tmp_path, "s1")
+    directory = session_files.session_dir(tmp_path, "s1")
     directory.mkdir(parents=True)
     os.mkfifo(directory / runner.PLAN_FILE)
     with pytest.raises(keeper.PlanError, match="not a regular file"):
@@ -79,12 +80,12 @@ def test_the_keeper_logs_a_bad_plan_once_and_hosts_no_finished_session(
 ) -> None:
     """A pass every period: the bad plan is tried once (logged, and its failure left for `session run` to
     report), a session marked done and a directory without a plan are never hosted, and the keeper goes on."""
-    bad = runner.session_dir(tmp_path, "bad")
+    bad = session_files.session_dir(tmp_path, "bad")
     bad.mkdir(parents=True)
     (bad / runner.PLAN_FILE).write_text("{}")
     keeper.write_plan(tmp_path, a_plan("finished"))
-    (runner.session_dir(tmp_path, "finished") / keeper.DONE_FILE).write_text("done\n")
-    runner.session_dir(tmp_path, "planless").mkdir()
+    (session_files.session_dir(tmp_path, "finished") / keeper.DONE_FILE).write_text("done\n")
+    session_files.session_dir(tmp_path, "planless").mkdir()
     logs: list[str] = []
 
     def unexpected(request: object) -> object:
@@ -92,13 +93,13 @@ def test_the_keeper_logs_a_bad_plan_once_and_hosts_no_finished_session(
 
     made = keeper.SessionKeeper(tmp_path, {"create": unexpected}, log=logs.append, period=0.05)
     logged_at_pass: list[int] = []  # the keeper's passes, each as how many lines were logged when it began
-    every_session = runner.sessions
+    every_session = session_files.sessions
 
     def counted(home: Path) -> Iterator[str]:
         logged_at_pass.append(len(logs))
         return every_session(home)
 
-    monkeypatch.setattr(runner, "sessions", counted)
+    monkeypatch.setattr(session_files, "sessions", counted)
 
     async def main() -> None:
         with trio.fail_after(30):

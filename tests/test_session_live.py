@@ -21,10 +21,12 @@ import trio
 
 from harness.core import session as s
 from harness.core.redaction import redactor
+from harness.io import session_files
 from harness.io import session_runner as runner
 from harness.io.profiles import is_plain_shell
 from harness.io.tmux import pane_foreground
-from harness.io.trace import TraceWriter, read_trace
+from harness.io.trace import TraceWriter
+from harness.io.trace_files import read_trace
 from tests.engines.launch import install_problem
 from tests.live.scripts import INTRODUCTION, SAVE_PREFIX, THINK
 from tests.live.team import LiveTeam, SeatSpec, launch_team
@@ -150,7 +152,7 @@ def test_a_facilitate_session_of_three_real_engines(live: list[LiveTeam], tmp_pa
     started = time.monotonic()
     ended = trio.run(main)
     took = time.monotonic() - started
-    view = runner.read_status(tmp_path / "home", SID)
+    view = session_files.read_status(tmp_path / "home", SID)
     assert view is not None
     assert (ended.termination, ended.reason) == (s.Termination.CONCLUDED, f"conclude by {LEAD}"), view
     asks = {ask["id"]: ask for ask in view["asks"]}

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from harness.io import home as homes
-from harness.io.trace import read_trace, session_trace_dir
+from harness.io.trace_files import read_trace, session_trace_dir
 from tests.test_session_run import HARNESS, SESSION_SECONDS, daemon_home, harness, member, ok, pane, until
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from harness.io.trace import read_trace, session_trace_dir
+from harness.io.trace_files import read_trace, session_trace_dir
 
 HARNESS = [sys.executable, "-m", "harness.cli.main"]
 MEMBER = Path(__file__).with_name("test_session_agent.py")

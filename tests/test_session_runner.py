@@ -20,9 +20,11 @@ from harness.core.outcome import Accepted
 from harness.core.records import EMPTY_LEDGER, Ledger, Team
 from harness.core.redaction import redactor
 from harness.core.team import step
+from harness.io import session_files
 from harness.io import session_runner as runner
 from harness.io.client import RemoteError, Unreachable
-from harness.io.trace import TraceLine, TraceWriter, read_trace
+from harness.io.trace import TraceWriter
+from harness.io.trace_files import TraceLine, read_trace
 
 SID = "s1"
 START = 1_000_000
@@ -239,7 +241,7 @@ def test_stop_aborts_and_cancels_every_ask_in_flight_with_its_reason(tmp_path: P
         if line.event.get("exchangeId") == "q1" and line.event["type"] == "question_ended"
     )
     assert ended["reason"] == "session s1 stopped: abort: stopped by `harness session stop`"
-    status = runner.read_status(tmp_path / "home", SID)
+    status = session_files.read_status(tmp_path / "home", SID)
     assert status is not None and (status["state"], status["termination"]) == ("ended", "stopped")
 
 
@@ -348,7 +350,7 @@ def test_a_secret_in_the_leads_conclusion_reaches_neither_the_status_nor_the_tra
         await made.finish()
 
     play(tmp_path, plan(s.Mode.JUDGE), story)
-    status = (runner.session_dir(tmp_path / "home", SID) / runner.STATUS_FILE).read_bytes()
+    status = (session_files.session_dir(tmp_path / "home", SID) / session_files.STATUS_FILE).read_bytes()
     traced = b"".join(path.read_bytes() for path in (tmp_path / "trace").glob("trace-*.ndjson"))
     assert secret.encode() not in status and secret.encode() not in traced
     assert b"done; the key was [REDACTED:" in status
@@ -443,7 +445,7 @@ def test_a_runner_cut_off_after_journaling_a_reminder_resumes_and_reminds_once(
 def test_a_damaged_journal_is_refused_not_guessed(tmp_path: Path) -> None:
     """A journal line that is not a command (other than a last one cut off by a crash) stops the resumption
     with the line named, rather than resume a different session."""
-    directory = runner.session_dir(tmp_path / "home", SID)
+    directory = session_files.session_dir(tmp_path / "home", SID)
     directory.mkdir(parents=True)
     start = runner.encode_command(s.Start(START, SID, s.Mode.FACILITATE, "chair", ("ben",)))
     tick = runner.encode_command(s.Tick(START + 1))

@@ -17,6 +17,7 @@ import pytest
 from harness.core import session as s
 from harness.core.errors import Rejected
 from harness.io import home as homes
+from harness.io import session_files
 from harness.io import session_runner as runner
 from harness.io.team_delivery import harness_command
 from tests.test_session_runner import SID, LedgerDouble, Story, kinds, plan, play
@@ -32,7 +33,7 @@ def keys(made: runner.SessionRunner) -> None:
 
 async def call(made: runner.SessionRunner, tool: str, by: str, text: str = "", cid: str = "c1") -> Any:
     """What `harness session TOOL` does: leave the call, then (one poll later) read its result."""
-    calls = runner.session_dir(made.home, SID) / runner.CALLS_DIR
+    calls = session_files.session_dir(made.home, SID) / runner.CALLS_DIR
     digest = runner.key_digest(f"key-{by}")
     homes.write_private_json(
         calls / f"{cid}{runner.CALL_SUFFIX}", {"tool": tool, "text": text, "keyDigest": digest}
@@ -81,7 +82,7 @@ def test_an_announcement_is_a_pulled_board_note_to_every_other_member_counted_ag
         over = await call(made, "announce", "ben", "one more", "a3")
         assert (over["error"], over["bound"]) == ("bound_exceeded", "announcements"), over
         assert len(ledger.notes) == 4  # the refused one reached nobody
-        status = runner.read_status(made.home, SID)
+        status = session_files.read_status(made.home, SID)
         assert status is not None
         assert [(a["id"], a["author"]) for a in status["announcements"]] == [("a1", "ann"), ("a2", "chair")]
 
@@ -155,7 +156,7 @@ def test_request_for_comment_and_acknowledge_in_a_discuss_session(tmp_path: Path
         assert (await call(made, "acknowledge", "ann", "on it", "ack-2"))["result"]["id"] == "ack-2"
         empty = await call(made, "acknowledge", "ann", "  ", "ack-3")
         assert (empty["error"], empty["detail"]) == ("bad_request", "acknowledgement is empty")
-        status = runner.read_status(made.home, SID)
+        status = session_files.read_status(made.home, SID)
         assert status is not None
         assert [(r["id"], r["author"], r["text"]) for r in status["rfcs"]] == [
             ("rfc-1", "ann", "Should the daemon own sessions?")
@@ -245,7 +246,7 @@ def test_a_hostile_call_file_gets_a_one_line_refusal_and_changes_nothing(
     with `bad_request`, read at most CALL_BYTES, and the session is unchanged."""
 
     async def story(made: runner.SessionRunner, ledger: LedgerDouble, gone: set[str]) -> None:
-        calls = runner.session_dir(made.home, SID) / runner.CALLS_DIR
+        calls = session_files.session_dir(made.home, SID) / runner.CALLS_DIR
         before = made._current()
         (calls / f"c1{runner.CALL_SUFFIX}").write_bytes(content)
         (calls / f"..bad name{runner.CALL_SUFFIX}").write_bytes(b"{}")
@@ -332,13 +333,13 @@ def test_a_session_tool_refuses_bad_input_with_one_line_and_a_stable_code(
     home = tmp_path / "home"
     key = tmp_path / "ann.key"
     key.write_text("key-ann\n")
-    gone = runner.session_dir(home, "gone")
+    gone = session_files.session_dir(home, "gone")
     gone.mkdir(parents=True)
     view = {
         **{"sessionId": "gone", "mode": "discuss", "lead": "ann", "trace": "t", "asks": [], "reminders": []},
         **{"violations": [], "state": "running", "pid": 2**22 + 12_345},  # a runner that died
     }
-    homes.write_private_json(gone / runner.STATUS_FILE, view)
+    homes.write_private_json(gone / session_files.STATUS_FILE, view)
     status, result = cli(home, *[str(key) if word == "KEY" else word for word in argv])
     assert (status, result["error"]) == (code, error) and detail in result["detail"], result
     assert not (gone / runner.CALLS_DIR).exists()
@@ -352,15 +353,15 @@ def test_a_call_left_as_the_session_ends_is_answered_and_then_calls_are_closed(t
         keys(made)
         ledger.reply("s1.brief", "chair", "done")
         assert (await made.round()).termination is s.Termination.CONCLUDED
-        calls = runner.session_dir(made.home, SID) / runner.CALLS_DIR
+        calls = session_files.session_dir(made.home, SID) / runner.CALLS_DIR
         call = {"tool": "announce", "text": "too late", "keyDigest": runner.key_digest("key-ann")}
         homes.write_private_json(calls / f"a1{runner.CALL_SUFFIX}", call)
-        status = runner.read_status(made.home, SID)
+        status = session_files.read_status(made.home, SID)
         assert status is not None and status["callsClosed"] is False
         await made.finish()
         result = json.loads((calls / f"a1{runner.RESULT_SUFFIX}").read_text())
         assert result["error"] == "conflict" and ledger.notes == [], result
-        status = runner.read_status(made.home, SID)
+        status = session_files.read_status(made.home, SID)
         assert status is not None and status["callsClosed"] is True
 
     run(tmp_path, plan(s.Mode.FACILITATE, "ann"), story)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.core import redaction
-from harness.io import trace
+from harness.io import trace, trace_files
 from tests.spec_tables import read_table
 
 SPEC = "trace-v1.md"
@@ -26,13 +26,14 @@ def test_bounds_table_equals_code() -> None:
         "file_bytes": bounds.file_bytes,
         "rotated_files": bounds.rotated_files,
         "total_bytes": bounds.total_bytes,
-        "max_line_bytes": trace.MAX_LINE_BYTES,
+        "max_line_bytes": trace_files.MAX_LINE_BYTES,
     }
 
 
 def test_sources_table_names_the_harness_sources() -> None:
     rows = read_table(SPEC, "sources")
-    assert [row["source"] for row in rows] == [trace.LEDGER, trace.DESK, trace.BOARD, trace.ORCHESTRATOR]
+    harness_sources = [trace_files.LEDGER, trace_files.DESK, trace_files.BOARD, trace_files.ORCHESTRATOR]
+    assert [row["source"] for row in rows] == harness_sources
 
 
 def test_milestone_table_equals_code() -> None:
@@ -41,7 +42,7 @@ def test_milestone_table_equals_code() -> None:
         row["step"]: (row["source"], row["type"], dict(f.split("=") for f in row["fields"].split()))
         for row in rows
     }
-    assert spec == {step: (s, t, dict(f)) for step, (s, t, f) in trace.MILESTONES.items()}
+    assert spec == {step: (s, t, dict(f)) for step, (s, t, f) in trace_files.MILESTONES.items()}
 
 
 def test_default_allowlist_is_the_seeds() -> None:

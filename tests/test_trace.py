@@ -12,7 +12,7 @@ import trio
 
 from harness.cli.main import run
 from harness.core.redaction import redactor
-from harness.io import trace
+from harness.io import trace, trace_files
 from harness.io.fileops import FileOps
 
 NO_SECRETS = redactor({})
@@ -38,23 +38,23 @@ def _all_durable(traces: trace.TeamTraces) -> bool:
 
 
 def _seqs(path: Path) -> list[int]:
-    return [line.seq for line in trace.read_trace(path)]
+    return [line.seq for line in trace_files.read_trace(path)]
 
 
 async def test_seq_is_monotonic_across_sources_and_restarts_of_the_writer(tmp_path: Path) -> None:
     """"seq is monotonic across the whole trace": three writers in turn, each on the same directory."""
-    directory = trace.team_trace_dir(tmp_path, "t1")
+    directory = trace_files.team_trace_dir(tmp_path, "t1")
     sources = ["ledger", "desk", "board", "orchestrator", "alice"]
     for restart in range(3):
         async with await _open(directory) as writer:
             for index, source in enumerate(sources):
                 await writer.append(source, {"type": "step", "restart": restart, "index": index})
-    lines = list(trace.read_trace(directory))
+    lines = list(trace_files.read_trace(directory))
     assert [line.seq for line in lines] == list(range(1, 16))
     assert [line.source for line in lines] == sources * 3
     assert all(isinstance(line.event["at"], int) for line in lines)  # stamped when the event has none
     assert oct(directory.stat().st_mode & 0o777) == "0o700"
-    assert all(oct(f.stat().st_mode & 0o777) == "0o600" for f in trace.trace_files(directory))
+    assert all(oct(f.stat().st_mode & 0o777) == "0o600" for f in trace_files.trace_files(directory))
 
 
 async def test_concurrent_appends_share_fsyncs_and_are_all_durable(tmp_path: Path) -> None:
@@ -65,7 +65,7 @@ async def test_concurrent_appends_share_fsyncs_and_are_all_durable(tmp_path: Pat
             nursery.start_soon(writer.append, f"m{index % 7}", {"type": "x", "index": index})
     assert writer.durable_seq == 200
     await writer.aclose()
-    lines = list(trace.read_trace(tmp_path / "t"))
+    lines = list(trace_files.read_trace(tmp_path / "t"))
     assert sorted(line.event["index"] for line in lines) == list(range(200))  # type: ignore[type-var]
     assert [line.seq for line in lines] == list(range(1, 201))
     assert ops.fsyncs < 200  # group commit: appends made during an fsync share the next one
@@ -79,7 +79,7 @@ async def test_rotation_keeps_the_bounds_and_the_newest_lines(tmp_path: Path) ->
             writer.emit("ledger", {"type": "x", "at": index, "pad": "y" * 40})
             if index % 17 == 0:
                 await writer.flush()
-    files = trace.trace_files(directory)
+    files = trace_files.trace_files(directory)
     assert len(files) == bounds.rotated_files + 1
     assert all(f.stat().st_size <= bounds.file_bytes for f in files)
     seqs = _seqs(directory)
@@ -122,7 +122,7 @@ async def test_a_full_file_is_fsynced_before_the_next_is_started(tmp_path: Path)
         written = ops.fsyncs
         writer.emit("ledger", {"type": "x", "pad": "y" * 200})
         writer.write()  # past the bound
-        assert ops.fsyncs == written + 1 and len(trace.trace_files(tmp_path / "t")) == 2
+        assert ops.fsyncs == written + 1 and len(trace_files.trace_files(tmp_path / "t")) == 2
 
 
 async def test_a_failed_sync_stops_the_writer(tmp_path: Path) -> None:
@@ -145,14 +145,14 @@ async def test_team_traces_fsync_every_written_trace_as_one_group_after_the_dela
     async with trio.open_nursery() as nursery:
         nursery.start_soon(traces.run)
         for team in ("t1", "t2"):
-            traces.emit(team, trace.LEDGER, {"type": "opened"})
+            traces.emit(team, trace_files.LEDGER, {"type": "opened"})
         with trio.fail_after(30):
             while traces.view()["open"] != 2 or traces.view()["queued"] != 0 or not _all_durable(traces):
                 await trio.sleep(0.01)
         opened = ops.fsyncs
         for index in range(50):
-            traces.emit(f"t{index % 2 + 1}", trace.DESK, {"type": "x", "index": index})
-        assert len(_seqs(trace.team_trace_dir(tmp_path, "t1"))) == 26  # in the file as emitted
+            traces.emit(f"t{index % 2 + 1}", trace_files.DESK, {"type": "x", "index": index})
+        assert len(_seqs(trace_files.team_trace_dir(tmp_path, "t1"))) == 26  # in the file as emitted
         assert ops.fsyncs == opened
         with trio.fail_after(30):
             while not _all_durable(traces):
@@ -164,10 +164,10 @@ async def test_team_traces_fsync_every_written_trace_as_one_group_after_the_dela
 
 async def test_an_oversized_event_is_traced_as_a_stub(tmp_path: Path) -> None:
     async with await _open(tmp_path / "t") as writer:
-        await writer.append("alice", {"type": "tool_call", "at": 5, "text": "z" * trace.MAX_LINE_BYTES})
-    (line,) = trace.read_trace(tmp_path / "t")
+        await writer.append("alice", {"type": "tool_call", "at": 5, "text": "z" * trace_files.MAX_LINE_BYTES})
+    (line,) = trace_files.read_trace(tmp_path / "t")
     assert line.event["type"] == trace.OVERSIZED and line.event["eventType"] == "tool_call"
-    assert isinstance(line.event["bytes"], int) and line.event["bytes"] > trace.MAX_LINE_BYTES
+    assert isinstance(line.event["bytes"], int) and line.event["bytes"] > trace_files.MAX_LINE_BYTES
 
 
 async def test_a_bad_source_or_event_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
@@ -191,8 +191,8 @@ async def test_a_torn_last_line_is_skipped_and_never_rewritten(tmp_path: Path) -
     async with await _open(directory) as writer:
         for index in range(3):
             await writer.append("ledger", {"type": "x", "index": index})
-    (first,) = trace.trace_files(directory)
-    torn = trace.encode_line("ledger", 4, {"type": "x", "index": 3})[:-9]
+    (first,) = trace_files.trace_files(directory)
+    torn = trace_files.encode_line("ledger", 4, {"type": "x", "index": 3})[:-9]
     with first.open("ab") as file:
         file.write(torn)
     before = first.read_bytes()
@@ -200,16 +200,16 @@ async def test_a_torn_last_line_is_skipped_and_never_rewritten(tmp_path: Path) -
     async with await _open(directory) as writer:
         assert await writer.append("desk", {"type": "y"}) == 4
     assert first.read_bytes() == before
-    assert len(trace.trace_files(directory)) == 2
+    assert len(trace_files.trace_files(directory)) == 2
     assert _seqs(directory) == [1, 2, 3, 4]
 
 
 def test_damage_before_the_last_line_is_reported_with_its_offset(tmp_path: Path) -> None:
     path = tmp_path / "trace-000000000001.ndjson"
-    good = trace.encode_line("ledger", 1, {"type": "x"})
-    path.write_bytes(good + b'{"not":"a trace line"}\n' + trace.encode_line("ledger", 2, {"type": "x"}))
-    with pytest.raises(trace.TraceDamaged) as raised:
-        list(trace.read_trace(path))
+    good = trace_files.encode_line("ledger", 1, {"type": "x"})
+    path.write_bytes(good + b'{"not":"a trace line"}\n' + trace_files.encode_line("ledger", 2, {"type": "x"}))
+    with pytest.raises(trace_files.TraceDamaged) as raised:
+        list(trace_files.read_trace(path))
     assert raised.value.offset == len(good)
 
 
@@ -218,10 +218,10 @@ def test_a_deep_or_huge_line_is_damage_not_a_crash(tmp_path: Path, hostile: byte
     """A trace file is read offline and may come from anywhere: 100,000 nested brackets or an oversized
     line is reported as damage at its offset (the standard parser raised RecursionError)."""
     path = tmp_path / "trace-000000000001.ndjson"
-    good = trace.encode_line("ledger", 1, {"type": "x"})
-    path.write_bytes(good + hostile + b"\n" + trace.encode_line("ledger", 2, {"type": "x"}))
-    with pytest.raises(trace.TraceDamaged) as raised:
-        list(trace.read_trace(path))
+    good = trace_files.encode_line("ledger", 1, {"type": "x"})
+    path.write_bytes(good + hostile + b"\n" + trace_files.encode_line("ledger", 2, {"type": "x"}))
+    with pytest.raises(trace_files.TraceDamaged) as raised:
+        list(trace_files.read_trace(path))
     assert raised.value.offset == len(good)
 
 
@@ -265,7 +265,7 @@ async def _write_session(directory: Path) -> None:
 
 @pytest.fixture
 def session_trace(tmp_path: Path) -> Path:
-    directory = trace.session_trace_dir(tmp_path, "s1")
+    directory = trace_files.session_trace_dir(tmp_path, "s1")
     trio.run(_write_session, directory)
     return directory
 
@@ -336,4 +336,4 @@ def test_export_writes_a_private_file_redacted_again(
     assert oct(os.stat(out).st_mode & 0o777) == "0o600"
     data = out.read_bytes()
     assert b"owed_ask_unanswered" not in data and b"[REDACTED:env:SESSION_SECRET]" in data
-    assert [line.seq for line in trace.read_trace(out)] == [3, 5, 12, 13, 14]
+    assert [line.seq for line in trace_files.read_trace(out)] == [3, 5, 12, 13, 14]

@@ -21,7 +21,7 @@ import trio
 from harness.cli.main import run
 from harness.core.redaction import redactor
 from harness.io import home as homes
-from harness.io import trace
+from harness.io import trace, trace_files
 from harness.io.agents import AgentRegistry
 from harness.io.board_runner import TRACED_FIELDS
 from harness.io.client import Client, ClientError
@@ -56,11 +56,11 @@ def _member_ids(daemon: Daemon) -> dict[str, str]:
     return {member.name: member_id for member_id, member in team.members.items()}
 
 
-def _lines(home: Path) -> list[trace.TraceLine]:
-    return list(trace.read_trace(trace.team_trace_dir(home, "t1")))
+def _lines(home: Path) -> list[trace_files.TraceLine]:
+    return list(trace_files.read_trace(trace_files.team_trace_dir(home, "t1")))
 
 
-def _first(lines: list[trace.TraceLine], source: str, **fields: object) -> trace.TraceLine:
+def _first(lines: list[trace_files.TraceLine], source: str, **fields: object) -> trace_files.TraceLine:
     return next(
         line
         for line in lines
@@ -69,7 +69,8 @@ def _first(lines: list[trace.TraceLine], source: str, **fields: object) -> trace
 
 
 def _trace_bytes(home: Path) -> bytes:
-    return b"".join(path.read_bytes() for path in trace.trace_files(trace.team_trace_dir(home, "t1")))
+    files = trace_files.trace_files(trace_files.team_trace_dir(home, "t1"))
+    return b"".join(path.read_bytes() for path in files)
 
 
 async def test_the_daemon_traces_an_exchange_in_seq_order_and_summary_times_it(
@@ -130,7 +131,7 @@ async def test_the_daemon_traces_an_exchange_in_seq_order_and_summary_times_it(
     assert (exchange["exchangeId"], exchange["state"]) == ("q1", "answered")
     assert (exchange["asker"], exchange["to"]) == (ids["alice"], ids["bob"])
     since = exchange["sinceAsk"]
-    assert list(since) == list(trace.MILESTONES)
+    assert list(since) == list(trace_files.MILESTONES)
     assert list(since.values()) == sorted(since.values()) and since["asked"] == 0
     assert exchange["at"]["asked"] == asked.event["at"]
     assert run(["trace", "query", "--team", "t1", "--home", str(tmp_path), "--type", "reply", "--json"]) == 0
@@ -158,7 +159,7 @@ async def test_a_trace_that_cannot_be_written_stops_no_team_operation(tmp_path: 
     """"a trace write failure must not fail or slow a team operation — it is logged once and counted in
     daemon_status": the traces directory is a file, so no team trace can be opened."""
     tmp_path.mkdir(exist_ok=True)
-    (tmp_path / trace.TRACES_DIR).write_text("not a directory")
+    (tmp_path / trace_files.TRACES_DIR).write_text("not a directory")
     logged: list[str] = []
     fake = FakeTerminals({"agent-alice": S.IDLE, "agent-bob": S.IDLE})
     fake.turned.update({"agent-alice", "agent-bob"})
@@ -180,13 +181,13 @@ async def test_emit_only_queues_and_a_full_queue_drops_and_counts(tmp_path: Path
     not held."""
     traces = trace.TeamTraces(tmp_path, lambda: redactor({}), log=lambda line: None)
     for n in range(trace.QUEUE_LIMIT + 5):
-        traces.emit("t1", trace.LEDGER, {"type": "tick", "n": n})
+        traces.emit("t1", trace_files.LEDGER, {"type": "tick", "n": n})
     assert traces.view()["queued"] == trace.QUEUE_LIMIT and traces.lost == 5
     async with trio.open_nursery() as nursery:
         nursery.start_soon(traces.run)
         traces.close()
     assert traces.written == trace.QUEUE_LIMIT
-    written = [line.seq for line in trace.read_trace(trace.team_trace_dir(tmp_path, "t1"))]
+    written = [line.seq for line in trace_files.read_trace(trace_files.team_trace_dir(tmp_path, "t1"))]
     assert written == list(range(1, trace.QUEUE_LIMIT + 1))
 
 
@@ -200,7 +201,7 @@ def test_daemon_tables_of_the_spec_equal_code() -> None:
     assert fields == list(TRACED_FIELDS.items())
 
 
-def _asked(lines: list[trace.TraceLine]) -> list[str]:
+def _asked(lines: list[trace_files.TraceLine]) -> list[str]:
     asks = (line for line in lines if line.source == "ledger" and line.event["type"] == "ask")
     return [str(line.event["exchangeId"]) for line in asks]
 
@@ -301,7 +302,7 @@ async def test_a_sigkilled_daemon_leaves_a_trace_that_parses_and_holds_every_ans
     assert [line.seq for line in lines] == list(range(1, len(lines) + 1))
     missing = set(acked) - set(_asked(lines))
     assert not missing, f"answered asks missing from the trace: {sorted(missing)}"
-    newest = trace.trace_files(trace.team_trace_dir(home, "t1"))[-1]
+    newest = trace_files.trace_files(trace_files.team_trace_dir(home, "t1"))[-1]
     torn = newest.read_bytes() + b'{"source":"ledger","seq":'
     newest.write_bytes(torn)
     assert _lines(home) == lines
@@ -318,7 +319,7 @@ async def test_a_sigkilled_daemon_leaves_a_trace_that_parses_and_holds_every_ans
     assert [line.seq for line in again] == list(range(1, len(again) + 1))
     (after,) = [line for line in again if line.event.get("exchangeId") == "after" and line.source == "ledger"]
     assert after.seq > lines[-1].seq
-    assert trace.trace_files(trace.team_trace_dir(home, "t1"))[-1] != newest
+    assert trace_files.trace_files(trace_files.team_trace_dir(home, "t1"))[-1] != newest
 
 
 if __name__ == "__main__":

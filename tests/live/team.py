@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 
 from harness.io import home as homes
 from harness.io.client import Client
-from harness.io.journal import delivery_store_dir, ledger_store_dir, scan_store_consistent
+from harness.io.journal_files import delivery_store_dir, ledger_store_dir, scan_store_consistent
 from tests.engines.fake_model import FakeModelClient
 from tests.engines.launch import (
     FAKE_MODEL,
