@@ -10,7 +10,8 @@
 # On-disk layout of one trace directory (0700, files 0600):
 #   lock                          flock(2) target: one writer process per trace
 #   trace-<number:12>.ndjson      the lines, oldest file first; the highest number is the one appended to
-# The rules are spec/trace-v1.md's.
+# The rules are spec/trace-v1.md's. Reading a trace, its files and lines are io/trace_files.py's (no trio: the
+# read-only commands use them).
 from __future__ import annotations
 
 import math

@@ -44,9 +44,11 @@ def ok(done: subprocess.CompletedProcess[str]) -> str:
     return done.stdout
 
 
-def imported(home: Path, *args: str) -> set[str]:
-    """The modules a new `harness ARGS` process imports (from `python -X importtime`)."""
-    env = {**os.environ, "HARNESS_HOME": str(home), "COLUMNS": "80"}
+def imported(home: Path, *args: str, status: int | None = None) -> set[str]:
+    """The modules a new `harness ARGS` process imports (from `python -X importtime`); with `status`, the
+    process must have ended with it (so the modules are those of the whole command, not of a part)."""
+    env = {k: v for k, v in os.environ.items() if k != "HARNESS_MEMBER_KEY"}
+    env.update(HARNESS_HOME=str(home), COLUMNS="80")
     done = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "harness.cli.main", *args],
         env=env,
@@ -55,6 +57,7 @@ def imported(home: Path, *args: str) -> set[str]:
         timeout=60,
         check=False,
     )
+    assert status is None or done.returncode == status, done.stderr[-2000:]
     lines = [line.split("|")[-1] for line in done.stderr.splitlines() if line.startswith("import time:")]
     return {line.strip() for line in lines}
 
@@ -206,9 +209,7 @@ def test_read_commands_start_without_trio(tmp_path: Path, args: list[str], reade
     status = {**texts, "asks": [], "reminders": [], "violations": []}
     (session / session_files.STATUS_FILE).write_text(json.dumps(status))
     argv = [str(tmp_path / "trace.ndjson") if arg == "TRACE_FILE" else arg for arg in args]
-    done = run(home, *argv)
-    assert done.returncode == 0, done.stderr
-    modules = imported(home, *argv)
+    modules = imported(home, *argv, status=0)
     assert reader in modules  # the measurement saw the command read
     assert "trio" not in {m.split(".")[0] for m in modules}, args
 
