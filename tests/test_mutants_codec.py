@@ -39,6 +39,7 @@ from harness.core.codec import (
 from harness.core.errors import ErrorCode, Rejected
 from harness.core.outcome import Accepted
 from harness.core.records import DeliveryView, MembershipState, NoticeKind, Team, TeamState
+from harness.core.values import replace
 from tests.team_helpers import TEAM, Driver
 
 
@@ -234,9 +235,11 @@ def test_member_view_is_every_public_field_and_never_a_key(team: Team) -> None:
     assert member_view(team.members["mem1"]) == {
         "id": "mem1", "machineId": "m-one", "agentId": "agent1", "name": "agent-1", "role": "role 1",
         "state": "active", "joinedAt": 1_000, "removedAt": None,
-        "introduction": {"state": "delivered", "reason": None, "updatedAt": 1_001},
+        "introduction": {"state": "delivered", "reason": None, "updatedAt": 1_001}, "introductionOf": None,
     }  # fmt: skip
     assert member_view(team.members["mem3"])["state"] == "removed"
+    reintroduced = replace(team.members["mem1"], introduction_of=1_500)
+    assert member_view(reintroduced)["introductionOf"] == 1_500  # which introduction the view describes
 
 
 def test_team_view_lists_members_and_exchanges_in_their_order(team: Team) -> None:
