@@ -93,6 +93,43 @@ def record_restatement(monkeypatch: pytest.MonkeyPatch) -> Restatement:
     return recording
 
 
+def copy_desk(tmp_path: Path) -> Path:
+    """A copy of the desk's journal as it is now, to restore under a later ledger (a desk left behind)."""
+    before = tmp_path / "desk-before"
+    shutil.copytree(delivery_store_dir(tmp_path), before)
+    return before
+
+
+def restore_desk(tmp_path: Path, before: Path) -> None:
+    shutil.rmtree(delivery_store_dir(tmp_path))
+    shutil.copytree(before, delivery_store_dir(tmp_path))
+
+
+async def team_asked_q1_and_desk_copied(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """Team t1 (alice, bob) with q1 asked and held by the desk; the members' keys and the desk's copy."""
+    async with busy_daemon(tmp_path) as daemon:
+        owner = await Api.open(daemon)
+        keys = await team_with_keys(owner, people=("alice", "bob"), machine=daemon.machine_id)
+        alice = await Api.open(daemon, keys["alice"])
+        await alice("ask", "t1", id="q1", to="bob", text="q1, asked before the copy")
+        await until(lambda: question("q1") in desk_notices(daemon))
+    return keys, copy_desk(tmp_path)
+
+
+def hold_restatement_back(monkeypatch: pytest.MonkeyPatch) -> tuple[trio.Event, list[str]]:
+    """From the next start, each team's notices wait to be restated until the event is set; the list
+    names the teams that reached their turn."""
+    release = trio.Event()
+    held: list[str] = []
+
+    async def held_back(router: DeliveryRouter, team_id: str) -> None:
+        held.append(team_id)
+        await release.wait()
+
+    monkeypatch.setattr(DeliveryRouter, "before_team", held_back)
+    return release, held
+
+
 def notice_ids(requests: list[OwnerRequest], kind: type[d.Submit] | type[d.Withdraw]) -> set[str]:
     return {request.notice_id for request in requests if isinstance(request, kind)}
 
@@ -118,8 +155,7 @@ async def test_a_restart_restates_what_the_desk_lacks_and_skips_what_it_would_ig
         await until(lambda: desk_notices(daemon).get(question("q0")) is d.DeliveryState.WITHDRAWN)
         introductions = {n for n in desk_notices(daemon) if n.endswith("/introduction")}
         assert len(introductions) == 2
-    before = tmp_path / "desk-before"
-    shutil.copytree(delivery_store_dir(tmp_path), before)
+    before = copy_desk(tmp_path)
 
     async with busy_daemon(tmp_path) as daemon:
         alice = await Api.open(daemon, keys["alice"])
@@ -129,8 +165,7 @@ async def test_a_restart_restates_what_the_desk_lacks_and_skips_what_it_would_ig
             await alice("cancel", "t1", questionId=exchange_id)
         withdrawn = {question("q2"): d.DeliveryState.WITHDRAWN, question("q3"): d.DeliveryState.WITHDRAWN}
         await until(lambda: withdrawn.items() <= desk_notices(daemon).items())
-    shutil.rmtree(delivery_store_dir(tmp_path))
-    shutil.copytree(before, delivery_store_dir(tmp_path))
+    restore_desk(tmp_path, before)
 
     recording = record_restatement(monkeypatch)
     async with busy_daemon(tmp_path) as daemon:
@@ -189,8 +224,7 @@ async def test_a_full_desk_is_not_asked_again_what_it_refused_and_the_owner_reco
         alice = await Api.open(daemon, keys["alice"])
         await alice("ask", "t1", id="q1", to="bob", text="q1, asked before the copy")
         await until(lambda: question("q1") in desk_notices(daemon))
-    before = tmp_path / "desk-before"
-    shutil.copytree(delivery_store_dir(tmp_path), before)
+    before = copy_desk(tmp_path)
 
     async with busy_daemon(tmp_path, roomy) as daemon:
         alice = await Api.open(daemon, keys["alice"])
@@ -201,8 +235,7 @@ async def test_a_full_desk_is_not_asked_again_what_it_refused_and_the_owner_reco
         assert view_of(daemon, "q2") != REFUSED_FULL
         await (await Api.open(daemon))("add", "t1", **member("carol", daemon.machine_id))
         await until(lambda: introduction_of(daemon, "carol")[1] == REFUSED_FULL)
-    shutil.rmtree(delivery_store_dir(tmp_path))
-    shutil.copytree(before, delivery_store_dir(tmp_path))
+    restore_desk(tmp_path, before)
 
     recording = record_restatement(monkeypatch)
     async with busy_daemon(tmp_path, attrs.evolve(LIMITS, delivery_records=3)) as daemon:
@@ -248,29 +281,14 @@ async def test_the_daemon_serves_before_a_team_is_restated_and_restates_it_as_it
     part, the restatement waits while a request cancels a question whose notice the desk lacks; then it
     restates the team as it is by then: that notice is never handed to the desk, so no cancelled question
     can be written. (Routes derived at the start and handed over later would queue it after the cancel.)"""
-    async with busy_daemon(tmp_path) as daemon:
-        owner = await Api.open(daemon)
-        keys = await team_with_keys(owner, people=("alice", "bob"), machine=daemon.machine_id)
-        alice = await Api.open(daemon, keys["alice"])
-        await alice("ask", "t1", id="q1", to="bob", text="q1, asked before the copy")
-        await until(lambda: question("q1") in desk_notices(daemon))
-    before = tmp_path / "desk-before"
-    shutil.copytree(delivery_store_dir(tmp_path), before)
+    keys, before = await team_asked_q1_and_desk_copied(tmp_path)
     async with busy_daemon(tmp_path) as daemon:
         alice = await Api.open(daemon, keys["alice"])
         await alice("ask", "t1", id="q5", to="bob", text="q5, asked after the copy")
         await until(lambda: question("q5") in desk_notices(daemon))
-    shutil.rmtree(delivery_store_dir(tmp_path))
-    shutil.copytree(before, delivery_store_dir(tmp_path))
+    restore_desk(tmp_path, before)
 
-    release = trio.Event()
-    held: list[str] = []
-
-    async def held_back(router: DeliveryRouter, team_id: str) -> None:
-        held.append(team_id)
-        await release.wait()
-
-    monkeypatch.setattr(DeliveryRouter, "before_team", held_back)
+    release, held = hold_restatement_back(monkeypatch)
     recording = record_restatement(monkeypatch)
     async with busy_daemon(tmp_path) as daemon:
         await until(lambda: held == ["t1"])
@@ -294,26 +312,13 @@ async def test_a_paused_teams_hold_reaches_a_lagging_desk_before_the_daemon_serv
     team's notices are not restated yet (held back) when a member asks in the paused team: the desk was
     already told of the pause before the daemon listened, so it holds the new notice rather than queueing
     it for a write."""
-    async with busy_daemon(tmp_path) as daemon:
-        owner = await Api.open(daemon)
-        keys = await team_with_keys(owner, people=("alice", "bob"), machine=daemon.machine_id)
-        alice = await Api.open(daemon, keys["alice"])
-        await alice("ask", "t1", id="q1", to="bob", text="q1, asked before the copy")
-        await until(lambda: question("q1") in desk_notices(daemon))
-    before = tmp_path / "desk-before"
-    shutil.copytree(delivery_store_dir(tmp_path), before)
+    keys, before = await team_asked_q1_and_desk_copied(tmp_path)
     async with busy_daemon(tmp_path) as daemon:
         await (await Api.open(daemon))("pause", "t1")
         await until(lambda: desk_notices(daemon).get(question("q1")) is d.DeliveryState.HELD)
-    shutil.rmtree(delivery_store_dir(tmp_path))
-    shutil.copytree(before, delivery_store_dir(tmp_path))
+    restore_desk(tmp_path, before)
 
-    release = trio.Event()
-
-    async def held_back(router: DeliveryRouter, team_id: str) -> None:
-        await release.wait()
-
-    monkeypatch.setattr(DeliveryRouter, "before_team", held_back)
+    release, _ = hold_restatement_back(monkeypatch)
     async with busy_daemon(tmp_path) as daemon:
         alice = await Api.open(daemon, keys["alice"])
         await alice("ask", "t1", id="q9", to="bob", text="q9, asked in the paused team")
