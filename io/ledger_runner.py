@@ -15,6 +15,7 @@
 #   runner (io/board_runner.py).
 from __future__ import annotations
 
+import bisect
 import contextlib
 import enum
 import json
@@ -54,7 +55,15 @@ from harness.core.invariants import step_violations as team_step_violations
 from harness.core.limits import DEFAULT_LIMITS, Limits
 from harness.core.outcome import Accepted, reject
 from harness.core.queries import usage
-from harness.core.records import EMPTY_LEDGER, ID_PATTERN, Ledger, MembershipState, Team, TeamState
+from harness.core.records import (
+    EMPTY_LEDGER,
+    ID_PATTERN,
+    Exchange,
+    Ledger,
+    MembershipState,
+    Team,
+    TeamState,
+)
 from harness.core.team import next_deadline, replay_limits, step
 from harness.io import home as homes
 from harness.io.fileops import FileOps
@@ -162,11 +171,12 @@ def ledger_events(before: Team | None, after: Team, command: TeamCommand) -> lis
         if unanswered is None or unanswered.answer is None:
             reply = {"type": "reply", **base, "exchangeId": replied.id, "memberId": answer.author}
             events.append({**reply, "late": answer.late})
-    if before is not None and before.open_deadlines is not after.open_deadlines:
-        still_open = {exchange_id for _, exchange_id in after.open_deadlines}
-        for _, exchange_id in before.open_deadlines:
-            ended = after.exchanges.get(exchange_id)
-            if exchange_id in still_open or ended is None:
+    if before is not None and not _only_opened(before.open_deadlines, after.open_deadlines, asked):
+        ended_now = set(before.open_deadlines).difference(after.open_deadlines)
+        for deadline in before.open_deadlines if ended_now else ():
+            exchange_id = deadline[1]
+            ended = after.exchanges.get(exchange_id) if deadline in ended_now else None
+            if ended is None:
                 continue
             event = {"type": "question_ended", **base, "exchangeId": exchange_id, "state": ended.state.value}
             reason = ended.reason or END_REASONS.get(type(command))
@@ -174,6 +184,21 @@ def ledger_events(before: Team | None, after: Team, command: TeamCommand) -> lis
                 event["reason"] = reason
             events.append(event)
     return events
+
+
+Deadlines = tuple[tuple[int, str], ...]
+
+
+def _only_opened(before: Deadlines, after: Deadlines, asked: Exchange | None) -> bool:
+    """Whether `after` is `before` with at most the new question's deadline added: then no question ended.
+    Shown by comparing tuples in C, which compares the shared elements by identity, so an ask does not cost
+    as much as the questions its team holds open (a Python loop, or hashing every deadline, did)."""
+    if after is before:
+        return True
+    if asked is None or len(after) != len(before) + 1:
+        return False
+    at = bisect.bisect_left(after, (asked.deadline_at, asked.id))
+    return after[at] == (asked.deadline_at, asked.id) and after[:at] + after[at + 1 :] == before
 
 
 class ReplayError(Exception):

@@ -24,6 +24,7 @@ from harness.core.outcome import Accepted
 from harness.core.queries import WaitReason, decide_wait, incoming_for, was_read
 from harness.core.records import EMPTY_LEDGER, REASON_PATTERN, Ledger, QuestionState, TeamState
 from harness.core.team import owed_notices, step
+from harness.io.ledger_runner import ledger_events
 
 LIMITS = Limits(memberships=6, exchanges=14, pending_per_sender=3, asks_per_minute=6, parent_chain=3)
 TEAM = "t"
@@ -66,12 +67,24 @@ class TeamLedgerMachine(RuleBasedStateMachine):
         assert repeat_violations(outcome.state, command, outcome, LIMITS) == []
         self.ledger = outcome.state
         self.track_notices(outcome.effects)
+        self.check_trace_of_ended_questions(before, command)
         for exchange in self.ledger.teams[TEAM].exchanges.values() if TEAM in self.ledger.teams else ():
             if exchange.state is not QuestionState.OPEN:
                 self.ended_with.setdefault(exchange.id, exchange.reason)
         if isinstance(command, c.Ask) and outcome.changed:
             self.accepted_asks[command.id] = command
         return outcome
+
+    def check_trace_of_ended_questions(self, before: Ledger, command: c.TeamCommand) -> None:
+        """The trace's `question_ended` events are exactly the questions open before the step and not after,
+        in deadline order, whatever shortcut the daemon takes to find them."""
+        if TEAM not in before.teams or TEAM not in self.ledger.teams:
+            return
+        was, team = before.teams[TEAM], self.ledger.teams[TEAM]
+        still_open = {exchange_id for _, exchange_id in team.open_deadlines}
+        expected = [exchange_id for _, exchange_id in was.open_deadlines if exchange_id not in still_open]
+        events = ledger_events(was, team, command)
+        assert [e["exchangeId"] for e in events if e["type"] == "question_ended"] == expected
 
     def track_notices(self, effects: tuple[object, ...]) -> None:
         """What a destination would hold unsent if it obeyed every effect: submits minus withdrawals."""
