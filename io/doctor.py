@@ -12,7 +12,7 @@ from typing import Final
 
 from harness.core.records import ID_PATTERN
 from harness.io.client import Client, ClientError, locate_socket
-from harness.io.fileops import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, FileOps, write_all
+from harness.io.fileops import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, FileOps, replace_durably
 from harness.io.home import read_owner_token, write_export_note
 from harness.io.journal_files import (
     LOCK_NAME,
@@ -143,15 +143,7 @@ def export_store(directory: Path, out: Path, *, ops: FileOps | None = None) -> d
     data = json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
     if out.exists():
         raise FileExistsError(f"{out} exists; refusing to overwrite a backup")
-    temp = out.with_name(out.name + ".tmp")
-    fd = ops.create_exclusive(temp)
-    try:
-        write_all(ops, fd, data)
-        ops.fsync(fd)
-    finally:
-        ops.close(fd)
-    ops.rename(temp, out)
-    ops.fsync_dir(out.parent)
+    replace_durably(ops, out, data, out.with_name(out.name + ".tmp"))
     return {
         "out": str(out),
         "source": str(directory),

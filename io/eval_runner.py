@@ -40,6 +40,7 @@ from harness.core.bounded_json import JsonRefused, parse_json
 from harness.core.delivery import DeliveryState
 from harness.core.eval_stats import RunOutcome, summarize
 from harness.core.redaction import Redactor
+from harness.io.fileops import FileOps, replace_durably
 from harness.io.trace_files import encode_line, file_name, read_trace, session_trace_dir, team_trace_dir
 
 BRIEF: Final = "brief.md"
@@ -393,9 +394,8 @@ def run_one(plan: Plan, family: Family, which: Engine, index: int, redactor: Red
     trace.emit({"type": "summary", **{key: record[key] for key in ("status", "reason", "seconds", "turns")}})
     trace.write(base / f"{index}.trace")
     path = base / f"{index}.json"
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    temporary.rename(path)
+    data = (json.dumps(record, indent=2) + "\n").encode()
+    replace_durably(FileOps(), path, data, path.with_name(path.name + ".tmp"), mode=None)
     return record
 
 

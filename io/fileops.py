@@ -3,6 +3,7 @@
 # never by patching the standard library. Methods are thin and blocking; callers run them in a worker thread.
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import stat
@@ -37,12 +38,14 @@ class FileOps:
         with open(path, "rb") as f:
             return f.read()
 
-    def create_exclusive(self, path: Path) -> int:
-        """Open a new private file for appending; fails if it exists. Mode 0600 whatever the umask is."""
+    def create_exclusive(self, path: Path, mode: int | None = PRIVATE_FILE_MODE) -> int:
+        """Open a new file for appending; fails if it exists (or is a symlink). `mode` whatever the umask is;
+        None: 0666 less the umask, as any program's new file."""
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
-        fd = os.open(path, flags, PRIVATE_FILE_MODE)
+        fd = os.open(path, flags, 0o666 if mode is None else mode)
         try:
-            os.fchmod(fd, PRIVATE_FILE_MODE)
+            if mode is not None:
+                os.fchmod(fd, mode)
         except BaseException:
             os.close(fd)
             raise
@@ -99,6 +102,28 @@ def write_all(ops: FileOps, fd: int, data: bytes) -> None:
         if n <= 0:
             raise OSError(f"write made no progress ({n} of {len(view)} bytes)")
         view = view[n:]
+
+
+def replace_durably(
+    ops: FileOps, target: Path, data: bytes, temporary: Path, mode: int | None = PRIVATE_FILE_MODE
+) -> None:
+    """Replace `target` with `data` all at once: a reader sees the old content or the new, never a part, and
+    once this returns a crash cannot undo it. `temporary`, a new file beside the target (`create_exclusive`,
+    with `mode`), is written and fsynced, renamed over the target, then the directory is fsynced; on a
+    failure before the rename it is removed, so no half-written file is left to be mistaken for data."""
+    fd = ops.create_exclusive(temporary, mode)
+    try:
+        try:
+            write_all(ops, fd, data)
+            ops.fsync(fd)
+        finally:
+            ops.close(fd)
+        ops.rename(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            ops.unlink(temporary)
+        raise
+    ops.fsync_dir(target.parent)
 
 
 def close_both(ops: FileOps, data_fd: int | None, lock_fd: int | None) -> None:

@@ -16,8 +16,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-PRIVATE_DIR_MODE = 0o700
-PRIVATE_FILE_MODE = 0o600
+from harness.io import fileops
+from harness.io.fileops import FileOps, replace_durably
+
+PRIVATE_DIR_MODE = fileops.PRIVATE_DIR_MODE
+PRIVATE_FILE_MODE = fileops.PRIVATE_FILE_MODE
 
 HOME_ENV = "HARNESS_HOME"
 DAEMON_FILE = "daemon.json"
@@ -119,15 +122,8 @@ def write_private_text(path: Path, text: str) -> None:
     """Atomically replace `path` with `text` (write temp, fsync, rename, fsync directory), mode 0600."""
     temp = path.with_name(path.name + ".tmp")
     with contextlib.suppress(FileNotFoundError):
-        temp.unlink()
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, PRIVATE_FILE_MODE)
-    try:
-        os.write(fd, text.encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.rename(temp, path)
-    _fsync_dir(path.parent)
+        temp.unlink()  # left by a process killed while writing
+    replace_durably(FileOps(), path, text.encode(), temp)
 
 
 def _fsync_dir(path: Path) -> None:

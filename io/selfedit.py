@@ -20,7 +20,7 @@ from typing import Final
 
 from harness.core.bounded_json import JsonRefused, parse_json
 from harness.core.glob_match import Unsupported, compile_glob
-from harness.io.fileops import FileOps, write_all
+from harness.io.fileops import FileOps, replace_durably
 
 SETTINGS: Final = Path(".claude") / "settings.json"
 MAX_SETTINGS_BYTES: Final = 1 << 20
@@ -158,17 +158,5 @@ def write_atomically(target: Path, data: bytes, ops: FileOps | None = None) -> N
     ops = ops or FileOps()
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = target.with_name(f".{target.name}.selfedit-{secrets.token_hex(6)}")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
-    try:
-        try:
-            if target.exists():
-                os.fchmod(fd, target.stat().st_mode & 0o777)
-            write_all(ops, fd, data)
-            ops.fsync(fd)
-        finally:
-            ops.close(fd)
-        ops.rename(temporary, target)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-    ops.fsync_dir(target.parent)
+    mode = target.stat().st_mode & 0o777 if target.exists() else None
+    replace_durably(ops, target, data, temporary, mode)

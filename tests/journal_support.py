@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.io.fileops import FileOps
+from harness.io.fileops import PRIVATE_FILE_MODE, FileOps
 from harness.io.journal import JournalStore
 from harness.io.journal_files import Recovery
 
@@ -85,9 +85,9 @@ class FaultyOps(FileOps):
         self._call("unlink", path)
         super().unlink(path)
 
-    def create_exclusive(self, path: Path) -> int:
+    def create_exclusive(self, path: Path, mode: int | None = PRIVATE_FILE_MODE) -> int:
         self._call("create_exclusive", path)
-        return super().create_exclusive(path)
+        return super().create_exclusive(path, mode)
 
     def close(self, fd: int) -> None:
         self._call("close", fd)
@@ -96,4 +96,3 @@ class FaultyOps(FileOps):
 
 def os_error(code: int) -> OSError:
     return OSError(code, os.strerror(code))
-
