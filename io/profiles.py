@@ -332,28 +332,49 @@ _CLAUDE_SPINNER = re.compile(r"^\s*[·✢✳✶✻✽*\u2217] \S.*…")
 _CLAUDE_PLACEHOLDER = re.compile(r'^Try "')
 
 
-def _claude_composer(capture: Capture, pane: PaneInfo | None) -> Composer | None:
+def _boxed(
+    capture: Capture, bottom_edge: Callable[[str], bool], top_edge: Callable[[str], bool], below: int | None
+) -> tuple[int, int] | None:
+    """The rows (top edge, bottom edge) of the lowest box on screen with at least one row inside, the way the
+    boxed composers (Claude's rules, Gemini's half blocks, Grok's rounded box) are drawn. With `below`, a box
+    with more than that many non-blank rows under it is a transcript message, so there is no composer."""
     lines = capture.lines
     for bottom in range(len(lines) - 1, 0, -1):
-        if not _rule(lines[bottom].text, "─"):
+        if not bottom_edge(lines[bottom].text):
             continue
+        if below is not None and sum(1 for i in _nonblank(capture) if i > bottom) > below:
+            return None
         top = bottom - 1
-        while top >= 0 and not _rule(lines[top].text, "─"):
+        while top >= 0 and not top_edge(lines[top].text):
             top -= 1
-        if top < 0 or top == bottom - 1:
-            return None
-        first = lines[top + 1]
-        if not first.text.startswith(CLAUDE_PROMPT):
-            return None
-        body = [first.text[1:], *(line.text for line in lines[top + 2 : bottom])]
-        text = " ".join(part.strip(" \xa0") for part in body).strip()
-        if text and _CLAUDE_PLACEHOLDER.match(text) and capture.coloured:
-            styles = first.visible_styles(1)
-            if styles and all(s.dim or is_grey(s.fg) for s in styles):
-                text = ""
-        evidence = (_clip(first.text) if text else f"{CLAUDE_PROMPT} (empty prompt between rules)",)
-        return Composer(top, bottom, text, evidence)
+        return None if top < 0 or top == bottom - 1 else (top, bottom)
     return None
+
+
+def _shows_placeholder(capture: Capture, line: Line, start: int, length: int | None = None) -> bool | None:
+    """Whether the text from `start` on `line` is drawn as a placeholder (dim or grey), not typed; None when
+    the capture has no colours to tell by."""
+    if not capture.coloured:
+        return None
+    styles = line.visible_styles(start)[:length]
+    return bool(styles) and all(s.dim or is_grey(s.fg) for s in styles)
+
+
+def _claude_composer(capture: Capture, pane: PaneInfo | None) -> Composer | None:
+    box = _boxed(capture, functools.partial(_rule, char="─"), functools.partial(_rule, char="─"), None)
+    if box is None:
+        return None
+    top, bottom = box
+    lines = capture.lines
+    first = lines[top + 1]
+    if not first.text.startswith(CLAUDE_PROMPT):
+        return None
+    body = [first.text[1:], *(line.text for line in lines[top + 2 : bottom])]
+    text = " ".join(part.strip(" \xa0") for part in body).strip()
+    if text and _CLAUDE_PLACEHOLDER.match(text) and _shows_placeholder(capture, first, 1):
+        text = ""
+    evidence = (_clip(first.text) if text else f"{CLAUDE_PROMPT} (empty prompt between rules)",)
+    return Composer(top, bottom, text, evidence)
 
 
 def _claude_busy(capture: Capture, composer: Composer | None) -> list[str]:
@@ -434,34 +455,24 @@ _GEMINI_SPINNER = re.compile(r"^\s*[\u2800-\u28ff] .*\(esc to cancel")
 
 
 def _gemini_composer(capture: Capture, pane: PaneInfo | None) -> Composer | None:
+    box = _boxed(capture, functools.partial(_rule, char="▀"), functools.partial(_rule, char="▄"), 4)
+    if box is None:
+        return None
+    top, bottom = box
     lines = capture.lines
-    nonblank = _nonblank(capture)
-    for bottom in range(len(lines) - 1, 0, -1):
-        if not _rule(lines[bottom].text, "▀"):
-            continue
-        if sum(1 for i in nonblank if i > bottom) > 4:
-            return None  # the last box is a transcript message, not the composer
-        top = bottom - 1
-        while top >= 0 and not _rule(lines[top].text, "▄"):
-            top -= 1
-        if top < 0 or top == bottom - 1:
-            return None
-        first = lines[top + 1]
-        match = re.match(r"^ ([>!*]) ", first.text)
-        if match is None:
-            return None
-        body = [first.text[3:], *(line.text for line in lines[top + 2 : bottom])]
-        text = " ".join(part.strip() for part in body).strip()
-        ambiguous = False
-        if text in _GEMINI_PLACEHOLDERS:
-            styles = first.visible_styles(3)
-            if not capture.coloured:
-                ambiguous = True
-            elif styles and all(s.dim or is_grey(s.fg) for s in styles):
-                text = ""
-        evidence = (_clip(first.text) if text else "> (placeholder, grey)",)
-        return Composer(top, bottom, text, evidence, ambiguous)
-    return None
+    first = lines[top + 1]
+    match = re.match(r"^ ([>!*]) ", first.text)
+    if match is None:
+        return None
+    body = [first.text[3:], *(line.text for line in lines[top + 2 : bottom])]
+    text = " ".join(part.strip() for part in body).strip()
+    ambiguous = False
+    if text in _GEMINI_PLACEHOLDERS:
+        placeholder = _shows_placeholder(capture, first, 3)
+        ambiguous = placeholder is None
+        text = "" if placeholder else text
+    evidence = (_clip(first.text) if text else "> (placeholder, grey)",)
+    return Composer(top, bottom, text, evidence, ambiguous)
 
 
 def _gemini_busy(capture: Capture, composer: Composer | None) -> list[str]:
@@ -497,42 +508,33 @@ def _box_edge(text: str, left: str, right: str) -> bool:
 
 
 def _grok_composer(capture: Capture, pane: PaneInfo | None) -> Composer | None:
+    bottom_edge = functools.partial(_box_edge, left="╰", right="╯")
+    box = _boxed(capture, bottom_edge, functools.partial(_box_edge, left="╭", right="╮"), 4)
+    if box is None:
+        return None
+    top, bottom = box
     lines = capture.lines
-    nonblank = _nonblank(capture)
-    for bottom in range(len(lines) - 1, 0, -1):
-        if not _box_edge(lines[bottom].text, "╰", "╯"):
-            continue
-        if sum(1 for i in nonblank if i > bottom) > 4:
-            return None  # a box with that much under it is not the composer (which only has its footer)
-        top = bottom - 1
-        while top >= 0 and not _box_edge(lines[top].text, "╭", "╮"):
-            top -= 1
-        if top < 0 or top == bottom - 1:
-            return None
-        rows = [line.text.strip().removesuffix("│").rstrip() for line in lines[top + 1 : bottom]]
-        first = rows[0].lstrip()
-        if not first.startswith("│"):
-            # A multi-line paste (CR line ends): its last line overwrote the prompt sign. A draft for sure,
-            # and what shows is only its end.
-            evidence = (f"a multi-line draft shows its last line: {_clip(first)}",)
-            return Composer(top, bottom, first, evidence, ambiguous=not first)
-        rows[0] = first[1:].lstrip()
-        if not rows[0].startswith(GROK_PROMPT):
-            return None
-        body = [rows[0][1:], *(row.lstrip().removeprefix("│") for row in rows[1:])]
-        text = " ".join(part.strip() for part in body).strip()
-        ambiguous = False
-        if text == _GROK_PLACEHOLDER:
-            prompt_line = lines[top + 1]
-            start = prompt_line.text.find(_GROK_PLACEHOLDER)
-            styles = prompt_line.visible_styles(start)[: len(_GROK_PLACEHOLDER.replace(" ", ""))]
-            if not capture.coloured:
-                ambiguous = True
-            elif styles and all(s.dim or is_grey(s.fg) for s in styles):
-                text = ""
-        evidence = (_clip(lines[top + 1].text) if text else f"{GROK_PROMPT} (placeholder, grey)",)
-        return Composer(top, bottom, text, evidence, ambiguous)
-    return None
+    rows = [line.text.strip().removesuffix("│").rstrip() for line in lines[top + 1 : bottom]]
+    first = rows[0].lstrip()
+    if not first.startswith("│"):
+        # A multi-line paste (CR line ends): its last line overwrote the prompt sign. A draft for sure,
+        # and what shows is only its end.
+        evidence = (f"a multi-line draft shows its last line: {_clip(first)}",)
+        return Composer(top, bottom, first, evidence, ambiguous=not first)
+    rows[0] = first[1:].lstrip()
+    if not rows[0].startswith(GROK_PROMPT):
+        return None
+    body = [rows[0][1:], *(row.lstrip().removeprefix("│") for row in rows[1:])]
+    text = " ".join(part.strip() for part in body).strip()
+    ambiguous = False
+    if text == _GROK_PLACEHOLDER:
+        prompt_line = lines[top + 1]
+        start = prompt_line.text.find(_GROK_PLACEHOLDER)
+        placeholder = _shows_placeholder(capture, prompt_line, start, len(_GROK_PLACEHOLDER.replace(" ", "")))
+        ambiguous = placeholder is None
+        text = "" if placeholder else text
+    evidence = (_clip(lines[top + 1].text) if text else f"{GROK_PROMPT} (placeholder, grey)",)
+    return Composer(top, bottom, text, evidence, ambiguous)
 
 
 def _grok_busy(capture: Capture, composer: Composer | None) -> list[str]:

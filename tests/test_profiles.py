@@ -332,6 +332,13 @@ def test_grok_grey_placeholder_is_idle_the_same_text_typed_is_a_draft() -> None:
     assert classify("grok", plain).state is STARTING  # no colours: placeholder or a draft of those words?
 
 
+def test_grok_box_with_no_row_inside_is_no_composer() -> None:
+    """An empty rounded box (a transcript's frame, or a redraw caught half way) has no prompt: the screen
+    reads as starting, not idle, and reading it never fails."""
+    screen = "\n".join([f"  {GROK_BOX}", f"  {GROK_END}", "", GROK_FOOTER])
+    assert classify("grok", screen).state is STARTING
+
+
 @pytest.mark.parametrize("glyph", ["/", "-", "\\", "|"])
 def test_grok_spinner_is_busy_with_or_without_a_draft(glyph: str) -> None:
     spinner = f"  \x1b[36m{glyph} Thinking... \x1b[90m(3s · ↑ 1.2k tokens · esc to interrupt)\x1b[39m"
