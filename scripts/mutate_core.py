@@ -82,6 +82,7 @@ CORE_TESTS: dict[str, tuple[str, ...]] = {
     "core/effects.py": ("test_team_letter.py", "test_notice_text.py"),
     "core/errors.py": ("test_team_examples.py", "test_spec_team.py"),
     "core/eval_stats.py": ("test_eval_stats.py",),
+    "core/fast_structure.py": ("test_fast_structure.py", "test_codec.py", "test_mutants_codec.py"),
     "core/glob_match.py": ("test_glob_match.py",),
     "core/invariants.py": ("test_team_examples.py", "test_spec_team.py"),
     "core/limits.py": ("test_team_examples.py", "test_spec_team.py", "test_delivery_spec.py"),
