@@ -237,6 +237,7 @@ class DeskRunner:
         self._looked: set[str] = set()  # waiting agents looked at since the last poll
         self.leftovers: dict[str, str] = {}  # agent -> its unconfirmed notice left in its composer
         self._writes: trio.Nursery | None = None
+        self._checkpointing = False  # one checkpoint at a time; a step meanwhile does not start another
         self._loop_scope = trio.CancelScope()
 
     # --- lifecycle ----------------------------------------------------------------------------------------
@@ -253,7 +254,8 @@ class DeskRunner:
                         await self._loop()
                     else:
                         await trio.sleep_forever()
-                # Stopping: writes already begun finish and report; nothing new starts.
+                # Stopping: writes already begun (and a checkpoint) finish and report; nothing new starts.
+            self._writes = None
         finally:
             with trio.CancelScope(shield=True):
                 if self._store is not None:
@@ -339,16 +341,29 @@ class DeskRunner:
                 for outcome in accepted:  # durable now (or nothing to trace): traced, never waited on
                     for team_id, event in desk_events(desk, outcome.effects):
                         self._trace(team_id, DESK, event)
-                if seq is not None and self._checkpoints.due(self._store):
-                    try:
-                        await self._store.checkpoint(seq, to_json(self.desk))
-                    except StoreError as error:
-                        self._stop_desk(f"the desk checkpoint could not be written ({error})")
+                if seq is not None and self._checkpoints.due(self._store) and not self._checkpointing:
+                    self._checkpointing = True
+                    if self._writes is None:  # opening: nothing else runs yet
+                        await self._checkpoint(seq, desk)
+                    else:
+                        self._writes.start_soon(self._checkpoint, seq, desk)
             elif self.unavailable is not None:  # stepped on a desk that never became durable: none counts
                 return [reject(ErrorCode.CORRUPT_STATE, self.unavailable)] * len(commands)
             for outcome in accepted:
                 await self._act(outcome.effects)
             return outcomes
+
+    async def _checkpoint(self, seq: int, desk: d.Desk) -> None:
+        """Checkpoint `desk`, the state after entry `seq`, without holding the desk: at its bound the encoding
+        takes a few hundred milliseconds, spent in a worker thread (the desk is immutable) while later steps
+        append after `seq`, which the checkpoint does not cover and compaction keeps."""
+        assert self._store is not None
+        try:
+            await self._store.checkpoint(seq, functools.partial(to_json, desk))
+        except StoreError as error:
+            self._stop_desk(f"the desk checkpoint could not be written ({error})")
+        finally:
+            self._checkpointing = False
 
     async def _act(self, effects: Sequence[object]) -> None:
         for effect in effects:

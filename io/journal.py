@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -288,27 +288,34 @@ class JournalStore:
         ops.fsync(fd)
         return fd
 
-    async def checkpoint(self, seq: int, payload: Mapping[str, object]) -> None:
+    async def checkpoint(
+        self, seq: int, payload: Mapping[str, object] | Callable[[], Mapping[str, object]]
+    ) -> None:
         """Durably record `payload` as the state after entry `seq`, then compact what it covers.
 
         `seq` must be acknowledged already (<= durable_seq) and not older than the current checkpoint;
-        an equal or older one is skipped. The payload is serialized before the first await, so the caller
-        may reuse it afterwards. Written by temp file, fsync, rename, directory fsync; only then are the
-        journal segments wholly at or before `seq` and older checkpoints deleted. A crash at any step
-        recovers the same state. A failure is fatal for the store (StoreFailed), as for appends.
+        an equal or older one is skipped. A mapping payload is serialized before the first await, so the
+        caller may reuse it afterwards. A callable one is called, and its result serialized, in a worker
+        thread, so a big state costs the event loop next to nothing: it must read only values nothing changes
+        meanwhile (an immutable state), and appends may go on while it runs. Written by temp file, fsync,
+        rename, directory fsync; only then are the journal segments wholly at or before `seq` and older
+        checkpoints deleted. A crash at any step recovers the same state. A failure is fatal for the store
+        (StoreFailed), as for appends; a payload that cannot be encoded or is too big raises ValueError or
+        TypeError, and nothing is written.
         """
         self._check_writable()
         if seq > self._durable_seq:
             raise ValueError(f"checkpoint seq {seq} is beyond the durable seq {self._durable_seq}")
         if seq <= self._checkpoint_seq:
             return
-        data = encode_record("payload", seq, payload) + b"\n"
-        if len(data) > MAX_CHECKPOINT_BYTES:
-            raise ValueError(f"checkpoint of {len(data)} bytes exceeds {MAX_CHECKPOINT_BYTES}")
+        data = None if callable(payload) else _checkpoint_bytes(seq, payload)
         async with self._checkpoint_lock:
-            self._check_writable()
             if seq <= self._checkpoint_seq:
                 return
+            if data is None:
+                assert callable(payload)
+                data = await trio.to_thread.run_sync(_made_checkpoint_bytes, seq, payload)
+            self._check_writable()  # it may have failed or closed while the thread encoded
             name = checkpoint_name(seq)
             try:
                 await trio.to_thread.run_sync(self._write_checkpoint_blocking, name, data)
@@ -372,3 +379,14 @@ class JournalStore:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+def _checkpoint_bytes(seq: int, payload: Mapping[str, object]) -> bytes:
+    data = encode_record("payload", seq, payload, yielding=True) + b"\n"
+    if len(data) > MAX_CHECKPOINT_BYTES:
+        raise ValueError(f"checkpoint of {len(data)} bytes exceeds {MAX_CHECKPOINT_BYTES}")
+    return data
+
+
+def _made_checkpoint_bytes(seq: int, make: Callable[[], Mapping[str, object]]) -> bytes:
+    return _checkpoint_bytes(seq, make())

@@ -7,7 +7,10 @@
 # - encode: `to_json` (the codec), then the whole checkpoint record the journal writes (`encode_record`);
 # - decode: `from_json` of the parsed payload;
 # - recover: what a daemon does at start with a store holding only that checkpoint: scan the directory
-#   (read, checksum, parse) and replay (`replay_desk` of io/desk_runner.py, `replay` of io/ledger_runner.py).
+#   (read, checksum, parse) and replay (`replay_desk` of io/desk_runner.py, `replay` of io/ledger_runner.py);
+# - loop stall: the longest a trio task sleeping 1 ms at a time waits beyond its 1 ms while a real store
+#   (io/journal.py, fsync and all) writes the checkpoint, given the payload as a mapping made on the event
+#   loop (as before issue 18; still the ledger's) or as a callable encoded in a worker thread (the desk's).
 #
 # Each figure is printed beside `json.dumps` / `json.loads` of the same document measured in the same run, and
 # as a ratio to it: the machine is shared and noisy, ratios travel between runs and machines.
@@ -20,8 +23,11 @@ import json
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
+
+import trio
 
 from harness.core import commands as c
 from harness.core import delivery as d
@@ -32,6 +38,7 @@ from harness.core.records import EMPTY_LEDGER, NoticeKind, Team
 from harness.core.team import step
 from harness.io.desk_runner import replay_desk
 from harness.io.fileops import FileOps
+from harness.io.journal import JournalStore
 from harness.io.journal_files import checkpoint_name, encode_record, scan_store
 from harness.io.ledger_runner import replay
 
@@ -170,6 +177,34 @@ def best(runs: int, body: Callable[[], object]) -> float:
     return min(times)
 
 
+async def loop_stall(state: Any, threaded: bool, runs: int) -> float:
+    """The least, over `runs` checkpoints of `state`, of the longest wait beyond 1 ms of a ticking task."""
+    stalls = []
+
+    async def tick(worst: list[float], done: trio.Event) -> None:
+        while not done.is_set():
+            started = time.perf_counter()
+            await trio.sleep(0.001)
+            worst[0] = max(worst[0], time.perf_counter() - started - 0.001)
+
+    with tempfile.TemporaryDirectory(prefix="bench-checkpoint-") as scratch:
+        store, _ = await JournalStore.open(Path(scratch))
+        for n in range(runs):
+            await store.append({"n": n})
+            worst, done = [0.0], trio.Event()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(tick, worst, done)
+                await trio.sleep(0.02)
+                worst[0] = 0.0
+                await store.checkpoint(
+                    store.durable_seq, partial(to_json, state) if threaded else to_json(state)
+                )
+                done.set()
+            stalls.append(worst[0])
+        await store.aclose()
+    return min(stalls)
+
+
 def measure(title: str, state: Any, recover: Callable[[Any], object], runs: int) -> None:
     document = to_json(state)
     record = encode_record("payload", 1, document) + b"\n"
@@ -192,12 +227,18 @@ def measure(title: str, state: Any, recover: Callable[[Any], object], runs: int)
             "from_json": best(runs, lambda: from_json(parsed, type(state))),
             "recover (scan + replay)": best(runs, lambda: recover(scan_store(directory, ops).recovery)),
         }
+    on_loop = trio.run(loop_stall, state, False, runs)
+    threaded = trio.run(loop_stall, state, True, runs)
     print(f"{title}: {len(record) / 1e6:.1f} MB checkpoint record")
     print(f"  json.dumps {base_dumps * 1e3:7.1f} ms   json.loads {base_loads * 1e3:7.1f} ms   (baselines)")
     for name, seconds in figures.items():
         base = base_loads if name.startswith(("from", "recover")) else base_dumps
         which = "loads" if base is base_loads else "dumps"
         print(f"  {name:<27} {seconds * 1e3:7.1f} ms   {seconds / base:5.1f}x json.{which}")
+    print(f"  loop stall, encoded on the loop {on_loop * 1e3:7.1f} ms")
+    print(
+        f"  loop stall, encoded in a thread {threaded * 1e3:7.1f} ms   {threaded / on_loop:5.2f}x on the loop"
+    )
 
 
 def main() -> None:

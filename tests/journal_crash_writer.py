@@ -1,5 +1,6 @@
 # A victim process for the journal crash test: it recovers a store, then appends from several tasks at once
-# (so batches form), checkpoints as it goes, and prints "<seq> <content>" only after each append returned.
+# (so batches form), checkpoints as it goes (every other one encoded in a worker thread), and prints
+# "<seq> <content>" only after each append returned.
 # The test SIGKILLs it at random moments; a printed line is therefore a promise the store must keep.
 #
 # usage: python tests/journal_crash_writer.py DIR CYCLE
@@ -38,13 +39,19 @@ async def main(directory: Path, cycle: str) -> None:
     log = fold(recovery)
     acked: dict[int, str] = {}  # acknowledged here but not yet in `log` (acks of one batch arrive unordered)
     checkpointing = False
+    checkpoints = 0
 
     async def checkpoint() -> None:
-        nonlocal checkpointing
+        nonlocal checkpointing, checkpoints
         while len(log) + 1 in acked:
             log.append(acked.pop(len(log) + 1))
+        covered = list(log)
+        checkpoints += 1
         try:
-            await store.checkpoint(len(log), {"log": list(log)})
+            # Every other one is encoded in a worker thread (a callable payload, as the desk's) while the
+            # appenders go on, so kills land there too.
+            payload = {"log": covered} if checkpoints % 2 else lambda: {"log": covered}
+            await store.checkpoint(len(covered), payload)
         finally:
             checkpointing = False
 
