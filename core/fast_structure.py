@@ -76,8 +76,9 @@ class Compiler:
             if item is None:
                 scope["f"] = self.structure_fn(args[0])
                 body = ["if type(x) is not list: raise U", "return tuple([f(e) for e in x])"]
-            else:  # a list of scalars is checked in place: the tuple holds the same objects
-                body = ["if type(x) is not list: raise U", "for e in x:", *_indent(item), "return tuple(x)"]
+            else:  # scalars checked inline (an enum's value becomes its member)
+                body = ["if type(x) is not list: raise U", "r = []", "for e in x:"]
+                body += [*_indent([*item, "r.append(e)"]), "return tuple(r)"]
             return self._source("\n".join(body), scope)
         if origin is tuple and args and Ellipsis not in args:
             body = [f"if type(x) is not list or len(x) != {len(args)}: raise U"]

@@ -111,6 +111,7 @@ CASES: list[tuple[Any, Any]] = [
     (wire(desk_command_to_json(d.InboxRead(3, ("n1", "n2")))), d.DeskCommand),
     (wire(desk_command_to_json(d.WriteStarted(3, "n1", d.Observed.IDLE, 2))), d.DeskCommand),
     *((wire(board_command_to_json(command)), b.BoardCommand) for command in BOARD.operations.values()),
+    (["idle", "busy"], tuple[d.Observed, ...]),  # no record holds one yet; the fast path must not lag
 ]
 
 
