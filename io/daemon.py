@@ -203,6 +203,7 @@ class Daemon:
         node = self.node = self._new_node(self.home)
         # Now, not only in attach_remote: the desk reports as it opens, about teams owned here too.
         node.report_local = self.report
+        node.report_own = partial(self.ledger.report, rides=True)
         node.owns_team = lambda team_id: team_id in self.ledger.working.teams
         node.limits = self.limits
         desk = self.desk = DeskRunner(

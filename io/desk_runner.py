@@ -45,9 +45,10 @@ from harness.core.delivery_invariants import step_violations as desk_step_violat
 from harness.core.errors import ErrorCode, Rejected
 from harness.core.limits import DEFAULT_LIMITS, Limits
 from harness.core.outcome import Accepted, reject
-from harness.core.records import NoticeKind
+from harness.core.queries import delivery_view
+from harness.core.records import NoticeKind, Team
 from harness.core.system import refused_reason
-from harness.core.team import replay_limits
+from harness.core.team import REINTRODUCED, replay_limits
 from harness.core.terminal_text import terminal_safe
 from harness.io.journal import CheckpointPolicy, JournalStore
 from harness.io.journal_files import Recovery, StoreError, delivery_store_dir
@@ -687,11 +688,11 @@ PRUNABLE = frozenset(
 )
 
 
-def _owed_here(home: Path, limits: Limits) -> tuple[set[str], set[str]]:
+def _owed_here(home: Path, limits: Limits) -> tuple[set[str], set[str], dict[str, Team]]:
     """The notice ids the teams owned here still owe (a restatement would submit them again, so their
-    receipts must stay), and the teams whose owed notices are known: those owned here and readable, and
-    those deleted here. A team owned on a paired machine, or unreadable here, is not known: all its records
-    stay."""
+    receipts must stay), the teams whose owed notices are known (those owned here and readable, and those
+    deleted here; a team owned on a paired machine, or unreadable here, is not known: all its records stay),
+    and the ledgers of the teams owned here."""
     from harness.core.team import owed_notices
     from harness.io import home as homes
     from harness.io.journal_files import CorruptState, ledgers_dir, scan_store_consistent
@@ -699,6 +700,7 @@ def _owed_here(home: Path, limits: Limits) -> tuple[set[str], set[str]]:
 
     owed: set[str] = set()
     known = set(homes.deleted_teams(home))
+    teams: dict[str, Team] = {}
     root = ledgers_dir(home)
     for team_id in sorted(path.name for path in root.iterdir() if path.is_dir()) if root.is_dir() else ():
         known.discard(team_id)  # deleted, then created again: only its ledger says what it owes
@@ -708,8 +710,20 @@ def _owed_here(home: Path, limits: Limits) -> tuple[set[str], set[str]]:
             continue
         known.add(team_id)
         if team is not None:
+            teams[team_id] = team
             owed.update(notice.notice_id for notice in owed_notices(team, limits))
-    return owed, known
+    return owed, known, teams
+
+
+def _recorded(team: Team | None, notice: d.Notice) -> bool:
+    """Whether the owner's ledger records the notice's last state, so that no start needs this record to tell
+    it again: the report may have ridden the ledger's next append and been lost with a crash (spec/team-v1.md,
+    Choices). A deleted team's ledger is gone, and a re-introduction's view may describe a later one: there
+    is nothing to tell them."""
+    if team is None or REINTRODUCED in notice.subject_id:
+        return True
+    view = delivery_view(team, notice.id)
+    return view is not None and view.state == notice.state.value
 
 
 async def prune_desk(home: Path, limits: Limits, before: int, backup: Path, now: int) -> dict[str, object]:
@@ -726,7 +740,7 @@ async def prune_desk(home: Path, limits: Limits, before: int, backup: Path, now:
         if not directory.is_dir():
             raise CleanupRefused(ErrorCode.NOT_FOUND.value, f"this machine has no delivery desk in {home}")
         exported = export_store(directory, backup)
-        owed, known = _owed_here(home, limits)
+        owed, known, teams = _owed_here(home, limits)
         store, recovery = await JournalStore.open(directory)
         try:
             desk = replay_desk(homes.machine_id(home), recovery, limits)
@@ -748,6 +762,7 @@ async def prune_desk(home: Path, limits: Limits, before: int, backup: Path, now:
                 and notice.team_id in known
                 and notice.id not in owed
                 and notice.id not in named
+                and _recorded(teams.get(notice.team_id), notice)
             ]
             if gone:
                 command = d.Restart(max(now, _last_at(desk)))

@@ -125,8 +125,9 @@ class Pending:
     done: trio.Event = attrs.Factory(trio.Event)
     outcome: Accepted[Ledger] | Rejected | None = None
     persisted: trio.Event | None = None  # set when the journal append finished (None: nothing to persist)
-    seq: int = 0
+    seq: int | None = None  # its journal entry's, once durable (None: not durable yet, or nothing to persist)
     failure: BaseException | None = None
+    rides: bool = False  # a report of this machine's desk: journaled without an fsync of its own (`report`)
 
 
 def _with_team(ledger: Ledger, team_id: str, team: Team | None) -> Ledger:
@@ -365,12 +366,19 @@ class LedgerRunner:
         assert pending.outcome is not None
         return pending.outcome
 
-    async def report(self, report: DeliveryReport) -> None:
-        """Record a destination's report (this desk's, or a paired machine's) in the owner ledger."""
+    async def report(self, report: DeliveryReport, *, rides: bool = False) -> None:
+        """Record a destination's report (this desk's, or a paired machine's) in the owner ledger.
+
+        With `rides` (a report of this machine's own desk, about a team owned here) its journal entry waits
+        for no fsync of its own: it becomes durable with the team's next append, or when the store closes.
+        The desk made the fact durable in its own journal before reporting it, and it tells the owner every
+        notice's state again at each start, so a crash that loses such entries (only ever the journal's
+        last ones) loses nothing a restart does not restore (spec/team-v1.md, Durability). A paired
+        machine's report is appended durably: nothing there repeats it when this daemon restarts."""
         command = RecordDelivery(0, report.team_id, report.notice_id, report.state, report.reason)
         # Shutting down: a lost observation is one the destination reports again after the restart.
         with contextlib.suppress(trio.ClosedResourceError):
-            await self._send.send(Pending(command))
+            await self._send.send(Pending(command, rides=rides))
 
     async def run(self, sink: EffectSink) -> None:
         tickets_send, tickets_receive = trio.open_memory_channel[Pending](PIPELINE_DEPTH)
@@ -447,9 +455,13 @@ class LedgerRunner:
         # so journal order is exactly the order in which the ledger task stepped the commands.
         task_status.started()
         try:
-            seqs = await store.append_all([command_to_json(pending.command) for pending in group])
-            for pending, seq in zip(group, seqs, strict=True):
-                pending.seq = seq
+            entries = [command_to_json(pending.command) for pending in group]
+            if all(pending.rides for pending in group):
+                store.enqueue(entries)  # durable with the team's next append (`report`)
+            else:
+                seqs = await store.append_all(entries)
+                for pending, seq in zip(group, seqs, strict=True):
+                    pending.seq = seq
         except (StoreError, trio.ClosedResourceError, ValueError, TypeError) as error:
             for pending in group:
                 pending.failure = error
@@ -472,7 +484,7 @@ class LedgerRunner:
                 # Stepped on state that never became durable: the only honest answer is the failure.
                 pending.outcome = reject(E.CORRUPT_STATE, self.unavailable[team_id])
             pending.done.set()
-            if checkpoint:
+            if checkpoint and pending.seq is not None:  # a riding entry is no checkpoint's end until durable
                 await self._checkpoint(team_id, pending.seq)
 
     def _commit(self, pending: Pending, sink: EffectSink) -> bool:

@@ -262,6 +262,8 @@ class RemoteNode:
         self.stats: collections.Counter[str] = collections.Counter()
         self.local_delivery: TeamDelivery | None = None  # this machine's desk, for requests from owners
         self.report_local: Reporter | None = None  # this machine's ledger, for reports from destinations
+        # This machine's ledger, for its own desk's reports about teams owned here (None: `report_local`).
+        self.report_own: Reporter | None = None
         self.on_paired: Callable[[str], None] | None = None  # told each machine paired while running
         # Whether this machine's ledger owns a team: no peer may steer or hear about such a team here.
         self.owns_team: Callable[[str], bool] = lambda team_id: False
@@ -813,13 +815,19 @@ class RemoteNode:
         reports = await self.local_delivery.status(team_id, [str(n) for n in notice_ids])
         return {"result": [to_json(r) for r in reports]}
 
+    def owned_elsewhere(self, team_id: str) -> bool:
+        """Whether the team is a paired machine's: this machine's desk reports on it back to that owner."""
+        owner = self._grants.owner(team_id)
+        return owner is not None and owner != self.machine_id and not self.owns_team(team_id)
+
     async def route_report(self, report: DeliveryReport) -> None:
         """The local desk's reporter: reports about a remote-owned team go back to its owner."""
         owner = self._grants.owner(report.team_id)
-        if owner is not None and owner != self.machine_id and not self.owns_team(report.team_id):
+        own = self.report_own or self.report_local
+        if owner is not None and self.owned_elsewhere(report.team_id):
             self.enqueue(owner, {"ch": "report", "report": to_json(report)})
-        elif self.report_local is not None:
-            await self.report_local(report)
+        elif own is not None:
+            await own(report)
 
     def holders(self, team_id: str) -> list[str]:
         """The paired machines that were sent notices of the team: core routing sends them its team-wide

@@ -1,0 +1,211 @@
+# A report of this machine's own desk rides the ledger's next durable append (issue 18: an ask costs one
+# durable append). The desk made the fact durable in its own journal before reporting it and tells the owner
+# every notice's state again at each start, so the ledger's copy needs no fsync of its own; a paired machine's
+# report still gets one, since nothing there repeats it when this daemon restarts. What must hold is the old
+# promise seen from outside: after SIGKILL the owner's view of a notice is the desk's word again. Run as a
+# module, this file is a daemon whose agents stay busy (their notices stay queued); as a test, it kills it.
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import trio
+
+from harness.core import delivery as d
+from harness.core.records import DeliveryView
+from harness.io import home as homes
+from harness.io.client import Client
+from harness.io.daemon import Daemon
+from harness.io.desk_runner import prune_desk, replay_desk
+from harness.io.fileops import FileOps
+from harness.io.journal_files import delivery_store_dir, ledger_store_dir, scan_store
+from harness.io.team_delivery import DeliveryReport
+from harness.io.terminal_port import ScreenState
+from tests.test_daemon import SMALL, Api, running
+from tests.test_desk_runner import TIMING, FakeTerminals, local_team, question_delivery, until
+from tests.test_group_commit import publish_keys, published_keys
+
+BUSY = {"agent-alice": ScreenState.BUSY, "agent-bob": ScreenState.BUSY}
+
+
+def introduced(daemon: Daemon) -> bool:
+    return all(m.introduction is not None for m in daemon.durable.teams["t1"].members.values())
+
+
+def shows(daemon: Daemon, state: str) -> bool:
+    view = question_delivery(daemon, "q1")
+    return view is not None and view.state == state
+
+
+def reported(view: DeliveryView | None) -> bool:
+    """The owner's view holds the desk's word on the notice, not the one it starts with (owed_view)."""
+    return view is not None and (view.state, view.reason) != ("queued", "unobserved")
+
+
+def recorded_deliveries(home: Path, team_id: str = "t1") -> list[str]:
+    """The notice ids of the record_delivery entries on disk in the team's ledger journal, in order."""
+    entries = scan_store(ledger_store_dir(home, team_id), FileOps()).recovery.entries
+    return [str(e.body["noticeId"]) for e in entries if e.body.get("type") == "record_delivery"]
+
+
+@contextmanager
+def ledger_fsyncs(monkeypatch: pytest.MonkeyPatch, home: Path, team_id: str = "t1") -> Iterator[list[str]]:
+    """Every fsync of a file in the team's ledger store while the block runs (the real fsync still runs)."""
+    store = os.path.realpath(ledger_store_dir(home, team_id))
+    seen: list[str] = []
+    real = os.fsync
+
+    def counting(fd: int) -> None:
+        path = os.path.realpath(f"/proc/self/fd/{fd}")
+        if path.startswith(store):
+            seen.append(os.path.basename(path))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", counting)
+    try:
+        yield seen
+    finally:
+        monkeypatch.setattr(os, "fsync", real)
+
+
+async def test_this_desks_report_costs_the_ledger_no_fsync_and_rides_the_next_append(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with running(tmp_path, terminals=lambda r: FakeTerminals(BUSY), runner_timing=TIMING) as daemon:
+        _, keys = await local_team(daemon)
+        alice = await Api.open(daemon, keys["alice"])
+        await until(
+            lambda: all(m.introduction is not None for m in daemon.durable.teams["t1"].members.values())
+        )
+        await alice("ask", "t1", id="q1", to="bob", text="Which port?")
+        with ledger_fsyncs(monkeypatch, tmp_path) as fsyncs:
+            await until(lambda: reported(question_delivery(daemon, "q1")))
+        assert fsyncs == [], "the desk's report of q1 had an fsync of its own"
+        assert "t1/q1/question" not in recorded_deliveries(tmp_path), "journaled before any append"
+        await alice("ask", "t1", id="q2", to="bob", text="And the host?")
+        on_disk = recorded_deliveries(tmp_path)
+        assert "t1/q1/question" in on_disk, "q2's durable append did not carry the report that rode it"
+
+
+async def test_a_paired_machines_report_is_durable_before_the_owner_shows_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing on the paired machine repeats its report when this daemon restarts: it is appended durably."""
+    async with running(tmp_path, terminals=lambda r: FakeTerminals(BUSY), runner_timing=TIMING) as daemon:
+        _, keys = await local_team(daemon)
+        alice = await Api.open(daemon, keys["alice"])
+        await alice("ask", "t1", id="q1", to="bob", text="Which port?")
+        await until(lambda: reported(question_delivery(daemon, "q1")))
+        with ledger_fsyncs(monkeypatch, tmp_path) as fsyncs:
+            await daemon.report(DeliveryReport("t1", "t1/q1/question", "delivered", None))
+            await until(lambda: shows(daemon, "delivered"))
+        assert fsyncs, "a paired machine's report was shown before it was durable"
+        assert recorded_deliveries(tmp_path)[-1] == "t1/q1/question"
+
+
+async def _busy_daemon(home: Path) -> None:
+    daemon = Daemon(
+        home,
+        limits=SMALL,
+        log=lambda line: None,
+        terminals=lambda r: FakeTerminals(BUSY),
+        runner_timing=TIMING,
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(daemon.run)
+        _, keys = await local_team(daemon)
+        await until(
+            lambda: all(m.introduction is not None for m in daemon.durable.teams["t1"].members.values())
+        )
+        publish_keys(home.parent, keys)
+        await trio.sleep_forever()
+
+
+def _view_of_q1(socket: Path) -> dict[str, object] | None:
+    with Client(socket) as owner:
+        token = homes.read_owner_token(socket.parent)
+        view = owner.request(
+            "status", team_id="t1", owner_token=token, fields={"questionId": "q1"}, timeout=60
+        )
+    delivery = view["delivery"]
+    return None if delivery is None else {"state": delivery["state"], "reason": delivery["reason"]}
+
+
+async def test_a_report_lost_with_sigkill_is_the_desks_word_again_after_the_restart(tmp_path: Path) -> None:
+    """Seed: "recoverable after a crash" — a report that rode and was lost when the daemon was killed is
+    told again by the desk at the next start, so the owner's view is the desk's word once more."""
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    child = subprocess.Popen([sys.executable, "-m", "tests.test_reports_ride", str(home)], cwd=Path.cwd())
+    socket = home / homes.SOCKET_FILE
+    try:
+        alice = (await published_keys(tmp_path, child, 60))["alice"]
+        with Client(socket) as connection:
+            fields = {"id": "q1", "to": "bob", "text": "Which port?"}
+            connection.request("ask", team_id="t1", member_key=alice, fields=fields, timeout=60)
+        with trio.fail_after(60):
+            while (shown := await trio.to_thread.run_sync(_view_of_q1, socket)) in (
+                None,
+                {"state": "queued", "reason": "unobserved"},
+            ):
+                assert child.poll() is None, "the daemon died before the desk reported q1"
+                await trio.sleep(0.02)
+    finally:
+        child.kill()  # SIGKILL: no shutdown path runs, nothing that rode is written
+        child.wait(10)
+    assert "t1/q1/question" not in recorded_deliveries(home), "the report was durable: the test saw no loss"
+
+    async with running(home, terminals=lambda r: FakeTerminals(BUSY), runner_timing=TIMING) as daemon:
+        await until(lambda: reported(question_delivery(daemon, "q1")))
+        view = question_delivery(daemon, "q1")
+        assert view is not None and {"state": view.state, "reason": view.reason} == shown
+
+
+def drop_trailing_reports(home: Path, team_id: str = "t1") -> list[str]:
+    """Cut the record_delivery entries off the end of the team's ledger journal, as a crash loses what rode:
+    only ever a suffix. Returns the notice ids of the entries cut."""
+    last = sorted(ledger_store_dir(home, team_id).glob("journal-*.jsonl"))[-1]
+    lines = last.read_bytes().split(b"\n")[:-1]
+    cut: list[str] = []
+    while lines and json.loads(lines[-1])["entry"].get("type") == "record_delivery":
+        cut.append(str(json.loads(lines.pop())["entry"]["noticeId"]))
+    last.write_bytes(b"".join(line + b"\n" for line in lines))
+    return cut
+
+
+async def test_prune_keeps_a_finished_record_whose_report_the_ledger_lost(tmp_path: Path) -> None:
+    """A withdrawn notice is finished and owed by no one, but its report rode and was lost with a crash:
+    the prune keeps its record, from which the next start tells the owner; once recorded, it may go."""
+    async with running(tmp_path, terminals=lambda r: FakeTerminals(BUSY), runner_timing=TIMING) as daemon:
+        _, keys = await local_team(daemon)
+        alice = await Api.open(daemon, keys["alice"])
+        await until(lambda: introduced(daemon))
+        await alice("ask", "t1", id="q1", to="bob", text="Which port?")
+        await until(lambda: reported(question_delivery(daemon, "q1")))
+        await alice("cancel", "t1", questionId="q1")
+        await until(lambda: shows(daemon, "withdrawn"))
+    assert "t1/q1/question" in drop_trailing_reports(tmp_path)
+    backup = tmp_path / "backup.json"
+    kept = await prune_desk(tmp_path, SMALL, 10**13, backup, 10**13)
+    assert "t1/q1/question" in replay_desk_here(tmp_path).notices, kept
+
+    async with running(tmp_path, terminals=lambda r: FakeTerminals(BUSY), runner_timing=TIMING) as daemon:
+        await until(lambda: shows(daemon, "withdrawn"))  # the desk told it again at its start
+    backup.unlink()
+    await prune_desk(tmp_path, SMALL, 10**13, backup, 10**13)
+    assert "t1/q1/question" not in replay_desk_here(tmp_path).notices
+
+
+def replay_desk_here(home: Path) -> d.Desk:
+    recovery = scan_store(delivery_store_dir(home), FileOps()).recovery
+    return replay_desk(homes.machine_id(home), recovery, SMALL)
+
+
+if __name__ == "__main__":
+    trio.run(_busy_daemon, Path(sys.argv[1]))
