@@ -218,6 +218,7 @@ class Daemon:
             log=self._log,
             on_violation=partial(self._violated, "a desk command") if self._check else None,
             trace=self.traces.emit,
+            reports_ride=lambda team_id: not node.owned_elsewhere(team_id),
         )
         router = DeliveryRouter(self.home, self.machine_id, self.ledger, desk, node, log=self._log)
         self.router = router

@@ -209,8 +209,12 @@ class DeskRunner:
         log: Callable[[str], None] = lambda line: None,
         on_violation: Callable[[tuple[str, str]], str] | None = None,
         trace: TraceEmit = no_trace,
+        reports_ride: Callable[[str], bool] = lambda team_id: False,
     ) -> None:
         self.machine_id = machine_id
+        # Whether the owner of a team records this desk's reports without an fsync of their own and restates
+        # every notice it owes at each start: a team owned here (the daemon says; spec/delivery-v1.md 7).
+        self._reports_ride = reports_ride
         self._trace = trace
         self.desk = d.empty_desk(machine_id)  # durable: only `apply` replaces it, after the append
         self.unavailable: str | None = None  # why the desk is stopped (corrupt or failed store)
@@ -329,7 +333,7 @@ class DeskRunner:
                 assert self._store is not None
                 entries = [desk_command_to_json(command) for command in changed]
                 try:
-                    if _unheeded(commands, outcomes):
+                    if _unheeded(commands, outcomes, self._reports_ride):
                         seq = None
                         self._store.enqueue(entries)  # rides the next durable append
                     else:
@@ -652,15 +656,27 @@ class DeskRunner:
                 await self.apply(d.TurnObserved(0, notice_id))
 
 
-def _unheeded(commands: Sequence[d.DeskCommand], outcomes: Sequence[Accepted[d.Desk] | Rejected]) -> bool:
-    """Steps whose effects all stay in this process (a recheck, a timer; no report, no licence to write) and
-    whose loss a restart repairs: a look at a terminal or a tick (a restart demands a fresh look), the owner's
-    submit (the owner restates every notice a desk lacks at its start). Their journal entries ride the next
-    durable append; a crash before it loses only them."""
+def _unheeded(
+    commands: Sequence[d.DeskCommand],
+    outcomes: Sequence[Accepted[d.Desk] | Rejected],
+    reports_ride: Callable[[str], bool],
+) -> bool:
+    """Steps whose loss a restart repairs and whose effects stay in this process or go only to an owner that
+    repairs them too: a look at a terminal or a tick (a restart demands a fresh look, and ticks again), the
+    owner's submit or release (the owner restates every notice a desk lacks, and whether its team is held, at
+    its start). Their effects: a recheck, a timer (no licence to write), or a report to an owner whose
+    ledger lets it ride and who restates (`reports_ride`: a team owned here; the desk tells it every notice's
+    state again at each start). Their journal entries ride the next durable append; a crash before it loses
+    only them. A hold or withdrawal never rides: it is what keeps a desk from writing before the owner's
+    restatement reaches it."""
     return all(
-        isinstance(command, d.Observe | d.Tick | d.Submit)
+        isinstance(command, d.Observe | d.Tick | d.Submit | d.Release)
         and isinstance(outcome, Accepted)
-        and all(isinstance(effect, d.WriteDue | d.ArmDeskTimer) for effect in outcome.effects)
+        and all(
+            isinstance(effect, d.WriteDue | d.ArmDeskTimer)
+            or (isinstance(effect, d.DeliveryChanged) and reports_ride(effect.team_id))
+            for effect in outcome.effects
+        )
         for command, outcome in zip(commands, outcomes, strict=True)
     )
 

@@ -18,11 +18,12 @@ import pytest
 import trio
 
 from harness.core import delivery as d
-from harness.core.records import DeliveryView
+from harness.core.outcome import Accepted
+from harness.core.records import DeliveryView, NoticeKind
 from harness.io import home as homes
 from harness.io.client import Client
 from harness.io.daemon import Daemon
-from harness.io.desk_runner import prune_desk, replay_desk
+from harness.io.desk_runner import _unheeded, prune_desk, replay_desk
 from harness.io.fileops import FileOps
 from harness.io.journal_files import delivery_store_dir, ledger_store_dir, scan_store
 from harness.io.team_delivery import DeliveryReport
@@ -200,6 +201,22 @@ async def test_prune_keeps_a_finished_record_whose_report_the_ledger_lost(tmp_pa
     backup.unlink()
     await prune_desk(tmp_path, SMALL, 10**13, backup, 10**13)
     assert "t1/q1/question" not in replay_desk_here(tmp_path).notices
+
+
+def test_only_steps_the_owner_restates_ride_and_only_when_the_owner_is_here() -> None:
+    """A submit's report goes to its owner: it rides when the team is owned here (the ledger lets the report
+    ride, and the owner restates what the desk lacks at every start), never for a paired owner, which only
+    hears it once. A withdrawal or a hold never rides: it keeps a desk from writing before the restatement."""
+    submit = d.Submit(10, "t1", "t1/q1/question", NoticeKind.QUESTION, "q1", "m1", "here", "a1", 10**12, "hi")
+    submitted = d.step(d.empty_desk("here"), submit, SMALL)
+    assert isinstance(submitted, Accepted)
+    assert any(isinstance(effect, d.DeliveryChanged) for effect in submitted.effects)
+    assert _unheeded([submit], [submitted], lambda team_id: True)
+    assert not _unheeded([submit], [submitted], lambda team_id: False)
+    for guard in (d.Withdraw(11, "t1/q1/question"), d.Hold(11, "t1")):
+        guarded = d.step(submitted.state, guard, SMALL)
+        assert isinstance(guarded, Accepted) and guarded.changed
+        assert not _unheeded([guard], [guarded], lambda team_id: True), guard
 
 
 def replay_desk_here(home: Path) -> d.Desk:

@@ -240,7 +240,7 @@ async def test_an_ask_costs_the_trace_no_fsync_and_its_lines_are_written_before_
         counters.counting = False
         counters.uninstall()
     journals = sum(count for where, count in asking.items() if "journal" in where)
-    assert journals >= 3 * 2, asking  # each ask's ledger and desk appends: the counters saw them
+    assert journals >= 3, asking  # each ask's ledger append (its desk submit and report ride)
     assert not [where for where in asking if where.startswith("team trace")], asking
     assert counters.counts["team trace: file"] >= 1  # the group fsync at the stop, counted after the asks
     assert [line.seq for line in _lines(tmp_path)] == list(range(1, len(_lines(tmp_path)) + 1))
