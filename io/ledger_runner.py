@@ -18,6 +18,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import enum
+import functools
 import json
 import os
 import shutil
@@ -285,6 +286,7 @@ class LedgerRunner:
         self._trace = trace
         self.clock = clock
         self._checkpoints = checkpoints
+        self._checkpointing: set[str] = set()  # teams whose checkpoint is being written
         self._log = log
         self._violated = violated
         self.working: Ledger = EMPTY_LEDGER  # stepped, maybe not yet durable: only the ledger task reads it
@@ -384,7 +386,7 @@ class LedgerRunner:
         tickets_send, tickets_receive = trio.open_memory_channel[Pending](PIPELINE_DEPTH)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._ledger_task, tickets_send, nursery)
-            nursery.start_soon(self._finisher, tickets_receive, sink)
+            nursery.start_soon(self._finisher, tickets_receive, sink, nursery)
 
     # --- the ledger task, the journal and the finisher ------------------------------------------------------
 
@@ -470,7 +472,9 @@ class LedgerRunner:
                 assert pending.persisted is not None
                 pending.persisted.set()
 
-    async def _finisher(self, tickets: trio.MemoryReceiveChannel[Pending], sink: EffectSink) -> None:
+    async def _finisher(
+        self, tickets: trio.MemoryReceiveChannel[Pending], sink: EffectSink, nursery: trio.Nursery
+    ) -> None:
         async for pending in tickets:
             team_id = pending.command.team_id
             checkpoint = False
@@ -484,8 +488,10 @@ class LedgerRunner:
                 # Stepped on state that never became durable: the only honest answer is the failure.
                 pending.outcome = reject(E.CORRUPT_STATE, self.unavailable[team_id])
             pending.done.set()
-            if checkpoint and pending.seq is not None:  # a riding entry is no checkpoint's end until durable
-                await self._checkpoint(team_id, pending.seq)
+            # A riding entry is no checkpoint's end until durable; one checkpoint of a team at a time.
+            if checkpoint and pending.seq is not None and team_id not in self._checkpointing:
+                self._checkpointing.add(team_id)
+                nursery.start_soon(self._checkpoint, team_id, pending.seq, self.durable.teams.get(team_id))
 
     def _commit(self, pending: Pending, sink: EffectSink) -> bool:
         outcome = pending.outcome
@@ -507,17 +513,18 @@ class LedgerRunner:
         self._publish(team_id)
         return self._checkpoints.due(self.stores[team_id])
 
-    async def _checkpoint(self, team_id: str, seq: int) -> None:
-        # Called right after entry `seq` was committed, so the durable team is exactly the state after it
-        # (later entries may already be on disk; the journal allows a checkpoint behind its durable end).
-        team = self.durable.teams.get(team_id)
+    async def _checkpoint(self, team_id: str, seq: int, team: Team | None) -> None:
+        """Checkpoint `team`, the durable team as entry `seq` was committed, while the finisher goes on: it is
+        encoded in a worker thread (the team is immutable) and later entries append after `seq`, which the
+        checkpoint does not cover (the journal allows a checkpoint behind its durable end)."""
         store = self.stores.get(team_id)
-        if team is None or store is None or team_id in self.unavailable:
-            return
         try:
-            await store.checkpoint(seq, to_json(team))
+            if team is not None and store is not None and team_id not in self.unavailable:
+                await store.checkpoint(seq, functools.partial(to_json, team))
         except StoreError as error:
             self._fail_team(team_id, error)
+        finally:
+            self._checkpointing.discard(team_id)
 
     def _fail_team(self, team_id: str, error: BaseException) -> None:
         self._stop_team(team_id, unwritable(f"the ledger of team {team_id!r}", error))

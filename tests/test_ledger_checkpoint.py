@@ -1,0 +1,64 @@
+# Issue 18: a team's checkpoint (the whole team, up to its 500 exchanges) was encoded on the event loop and
+# awaited by the ledger's finisher, so every other team's commits waited for it. It is now encoded in a worker
+# thread from the immutable team while the finisher goes on: asks answered meanwhile are appended after the
+# seq it covers, survive its compaction and are replayed after it.
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from harness.core.codec import from_json, to_json
+from harness.core.records import Team
+from harness.io import ledger_runner
+from harness.io.fileops import FileOps
+from harness.io.journal import CheckpointPolicy
+from harness.io.journal_files import ledger_store_dir, scan_store
+from harness.io.ledger_runner import replay
+from tests.test_daemon import SMALL, Api, running, team_with_keys
+
+DEADLINE = 60.0  # generous: the suite runs on a loaded two-core machine
+
+
+async def test_asks_are_answered_while_a_team_checkpoint_is_encoded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    encoding, release = threading.Event(), threading.Event()
+    real_to_json = to_json
+
+    def slow_to_json(value: Any) -> Any:
+        if isinstance(value, Team):
+            # The event loop's own thread must never encode a team: every commit would wait for it.
+            assert threading.current_thread() is not threading.main_thread(), "a team encoded on the loop"
+            encoding.set()
+            assert release.wait(DEADLINE)
+        return real_to_json(value)
+
+    monkeypatch.setattr(ledger_runner, "to_json", slow_to_json)
+    async with running(tmp_path, checkpoint_policy=CheckpointPolicy(every=4)) as daemon:
+        owner = await Api.open(daemon)
+        keys = await team_with_keys(owner, people=("alice", "bob"), machine=daemon.machine_id)
+        alice = await Api.open(daemon, keys["alice"])
+        asked = 0
+        with trio.fail_after(DEADLINE):
+            while not encoding.is_set():  # asks until one starts a checkpoint
+                await alice("ask", "t1", id=f"early{asked}", to="bob", text="Which port?")
+                asked += 1
+        try:
+            with trio.fail_after(DEADLINE):  # the checkpoint is blocked in its thread: the ledger is not
+                await alice("cancel", "t1", questionId="early0")
+                await alice("ask", "t1", id="late", to="bob", text="And the host?")
+        finally:
+            release.set()
+        final = daemon.durable.teams["t1"]
+    assert "late" in final.exchanges
+
+    recovery = scan_store(ledger_store_dir(tmp_path, "t1"), FileOps()).recovery
+    assert recovery.checkpoint is not None
+    covered = from_json(recovery.checkpoint, Team)
+    assert isinstance(covered, Team) and "late" not in covered.exchanges  # as it was when it was taken
+    replayed, _ = replay("t1", recovery, SMALL)
+    assert replayed == final
