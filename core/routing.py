@@ -17,7 +17,7 @@ from . import delivery as d
 from .effects import SubmitNotice, parse_notice_id
 from .limits import Limits
 from .records import Ledger, Team, TeamState
-from .team import restatement
+from .team import RestatedEffect, restatement
 
 # The desk requests a team effect becomes (core/system.py `desk_command`).
 TeamRequest = d.Submit | d.Withdraw | d.WithdrawMember | d.WithdrawTeam | d.Hold | d.Release
@@ -134,18 +134,23 @@ def restatement_routes(
     limits: Limits,
     *,
     part: RestatementPart = RestatementPart.ALL,
+    moot_here: Callable[[RestatedEffect], bool] = lambda effect: False,
 ) -> tuple[Route, ...]:
     """Everything each destination must have been told of `team` (core/team.py `restatement`), routed as if
     new: a crash can fall between a durable ledger change and a destination's durable receipt of it. Every
     machine owed a notice now hears the team-wide part too, so the restated hold of a paused team comes before
     its notices there. Every desk request is idempotent. The guards alone are what keeps a desk from writing
-    what it must not; the notices alone, what it may still lack."""
+    what it must not; the notices alone, what it may still lack. When this machine is the team's only
+    destination, an effect `moot_here` says its desk would ignore is left out before it is routed (at the
+    seed's bounds most of a restart's: the withdrawal of every finished exchange)."""
     effects = restatement(team, limits)
     owed = {effect.machine_id for effect in effects if isinstance(effect, SubmitNotice)}
     told = Known(known.here, lambda team_id: {*known.holders(team_id), *owed})
     if part is not RestatementPart.ALL:
         notices = part is RestatementPart.NOTICES
         effects = tuple(effect for effect in effects if isinstance(effect, SubmitNotice) is notices)
+    if known.here is not None and set(told.holders(team.id)) <= {known.here}:
+        effects = tuple(effect for effect in effects if not moot_here(effect))
     return route(ledger, effects, told, translate)
 
 

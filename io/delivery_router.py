@@ -14,12 +14,14 @@ import attrs
 import trio
 
 from harness.core import delivery as d
+from harness.core.effects import SubmitNotice, WithdrawNotice
 from harness.core.errors import ErrorCode, Rejected
 from harness.core.limits import Limits
 from harness.core.queries import delivery_view
 from harness.core.records import Ledger, NoticeKind
 from harness.core.routing import Known, RestatementPart, Route, Translate, restatement_routes, route
 from harness.core.system import NoticeContent, desk_command, notice_content, refused_reason
+from harness.core.team import RestatedEffect
 from harness.io import home as homes
 from harness.io.desk_runner import DeskRunner
 from harness.io.ledger_runner import DeskEffect, LedgerRunner
@@ -31,6 +33,15 @@ from harness.io.team_delivery import request as delivery_request
 DeliveryWork = tuple[str, OwnerRequest]
 # The reason an owner shows for a notice to a machine it has no route to (not paired, or no relay yet).
 UNPAIRED = "unpaired"
+
+
+def _held_moot(request: d.Submit | d.Withdraw | SubmitNotice | WithdrawNotice, desk: d.Desk) -> bool:
+    """What the desk's own table says of a submit (it holds the notice) or a withdrawal (it never held it, or
+    holds it in a state a withdrawal leaves as it is: written, withdrawn, expired) of a notice."""
+    held = desk.notices.get(request.notice_id)
+    if isinstance(request, d.Submit | SubmitNotice):
+        return held is not None
+    return held is None or d.DELIVERY_TRANSITIONS[(held.state, d.DeliveryEvent.WITHDRAW)] is held.state
 
 
 class DeliveryRouter:
@@ -159,7 +170,11 @@ class DeliveryRouter:
             team = durable.teams.get(team_id)
             if team is None or team_id in self.ledger.unavailable:
                 continue
-            for routed in restatement_routes(durable, team, self.known, translate, self.limits, part=part):
+            moot = partial(self._moot_effect, desk=desk) if machine is None else lambda effect: False
+            routes = restatement_routes(
+                durable, team, self.known, translate, self.limits, part=part, moot_here=moot
+            )
+            for routed in routes:
                 if routed.machine_id != self.machine_id:
                     remote.setdefault(routed.machine_id, []).append(routed.request)
                 elif machine is None and not self._moot_here(routed, desk):
@@ -187,11 +202,17 @@ class DeliveryRouter:
         if self.desk.unavailable is not None:
             return False
         if isinstance(request, d.Submit):
-            return request.notice_id in desk.notices or self._refused_as_recorded(request, desk)
-        if not isinstance(request, d.Withdraw):
-            return False
-        held = desk.notices.get(request.notice_id)
-        return held is None or d.DELIVERY_TRANSITIONS[(held.state, d.DeliveryEvent.WITHDRAW)] is held.state
+            return _held_moot(request, desk) or self._refused_as_recorded(request, desk)
+        return isinstance(request, d.Withdraw) and _held_moot(request, desk)
+
+    def _moot_effect(self, effect: RestatedEffect, desk: d.Desk) -> bool:
+        """`_moot_here` of a restated effect before it is routed and its notice rendered, as far as this
+        desk's table tells (core/routing.py `restatement_routes`, for a team only this machine hears)."""
+        return (
+            self.desk.unavailable is None
+            and isinstance(effect, SubmitNotice | WithdrawNotice)
+            and _held_moot(effect, desk)
+        )
 
     def _refused_as_recorded(self, submit: d.Submit, desk: d.Desk) -> bool:
         """Whether the desk would refuse `submit`, stamped as it stamps it, for a reason time cannot lift

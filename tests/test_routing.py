@@ -126,6 +126,26 @@ def test_a_restatement_in_two_parts_is_the_whole_in_order_the_guards_first() -> 
     assert notices and all(isinstance(r.request, d.Submit) for r in notices)
 
 
+def test_a_restatement_leaves_out_what_this_desk_would_ignore_only_when_it_alone_hears_the_team() -> None:
+    """The daemon's desk says which restated effects it would ignore (`moot_here`): when this machine is the
+    team's only destination they are left out before they are routed and rendered, and the rest is routed as
+    ever; when any other machine hears the team, nothing is left out, since its desk may lack them."""
+    local = ledger_of(CreateTeam(1, TEAM, "team", (member("alice", HERE), member("dave", HERE))))
+    team = local.teams[TEAM]
+    translate = partial(desk_command, local, at=5, limits=DEFAULT_LIMITS)
+    alice = fx.notice_id(TEAM, "m-alice", NoticeKind.INTRODUCTION)
+
+    def moot(effect: object) -> bool:
+        return isinstance(effect, fx.SubmitNotice) and effect.notice_id == alice
+
+    whole = restatement_routes(local, team, known(), translate, DEFAULT_LIMITS)
+    kept = restatement_routes(local, team, known(), translate, DEFAULT_LIMITS, moot_here=moot)
+    assert [r for r in whole if getattr(r.request, "notice_id", None) != alice] == list(kept)
+    assert len(kept) == len(whole) - 1
+    shared = restatement_routes(local, team, known(holders={"b"}), translate, DEFAULT_LIMITS, moot_here=moot)
+    assert shared == restatement_routes(local, team, known(holders={"b"}), translate, DEFAULT_LIMITS)
+
+
 def test_the_checker_catches_a_routing_that_skips_the_hold_for_a_new_machine() -> None:
     name = "no-hold-for-new-machine"
     scenario = SCENARIOS[CAUGHT_BY[name]]
