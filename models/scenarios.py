@@ -41,6 +41,7 @@ from .world import (
     Protocol,
     World,
     always,
+    canonical_fields,
     canonical_world,
     describe,
     eventually,
@@ -78,7 +79,7 @@ class WorldModel:
     def canonical(self, state: World) -> Hashable:
         if self.symmetric:
             return canonical_key(canonical_world(state), self.symmetries)
-        return canonical_world(state)
+        return canonical_fields(state)
 
     @functools.cached_property
     def symmetries(self) -> tuple[Renaming, ...]:

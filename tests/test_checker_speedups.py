@@ -21,7 +21,7 @@ from harness.models.checker import Result, Transition, explore
 from harness.models.mutants import MUTANTS
 from harness.models.scenarios import SCENARIOS, WorldModel
 from harness.models.symmetry import KeyTable, reference_key
-from harness.models.world import World, canonical_world
+from harness.models.world import World, canonical_fields, canonical_world
 
 RING = SCENARIOS["three-agents-ring"]
 DEPTH = 5  # a few hundred worlds: every kind of step of the ring, cheap enough for the suite
@@ -97,6 +97,16 @@ def test_a_world_keeps_its_key_after_its_parts_are_freed_and_their_addresses_reu
         assert table.key(canonical_world(again), RING.symmetries) == key_first
         later = next(iter(RING.successors(again))).state
         assert table.key(canonical_world(later), RING.symmetries) == key_asked != key_first
+
+
+@pytest.mark.parametrize("name", ["delivery-crash-restart", "two-machines-lossy-link"])
+def test_the_fingerprint_fields_fold_exactly_what_canonical_worlds_fold(name: str) -> None:
+    recording = Recording(SCENARIOS[name])
+    explore(recording, 6)  # type: ignore[arg-type]  # a Model by its methods
+    fields = [canonical_fields(world) for world in recording.seen]
+    worlds = [canonical_world(world) for world in recording.seen]
+    assert len(set(worlds)) < len(worlds), "some worlds were folded (else this test shows nothing)"
+    assert partition(fields) == partition(worlds)  # type: ignore[arg-type]  # keys are hashable
 
 
 def counts(result: Result) -> tuple[int, int, int, int, bool]:
