@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
+from immutables import Map
 
 from harness.core import delivery as d
 
@@ -79,22 +80,33 @@ def reference_key(world: World, renamings: tuple[Renaming, ...]) -> str:
 # --- the neutral tree: what of a world a key sees -----------------------------------------------------------
 
 
+# The world's fields a key sees otherwise than as they are: per-agent tuples become maps keyed by agent (a
+# renaming moves them with their agent) and planned-ask indexes become question ids.
+_VIEWS: dict[str, Callable[[Any], Any]] = {
+    "screens": lambda screens: {f"a{i}": screen for i, screen in enumerate(screens)},
+    "waiting": lambda waiting: {f"m{i}": wait for i, wait in enumerate(waiting)},
+    "asked": lambda asked: frozenset(f"q{index}" for index in asked),
+    "system": lambda system: {"ledger": system.ledger, "desks": system.desks},
+}
+
+
 def _parts(world: World) -> dict[str, Any]:
-    """The world's fields, except that per-agent tuples become maps keyed by agent (a renaming moves them with
-    their agent) and planned-ask indexes become question ids."""
+    """The world's fields, each seen through its view (`_VIEWS`)."""
     fields = _fields(world)
-    fields["screens"] = {f"a{i}": screen for i, screen in enumerate(world.screens)}
-    fields["waiting"] = {f"m{i}": waiting for i, waiting in enumerate(world.waiting)}
-    fields["asked"] = frozenset(f"q{index}" for index in world.asked)
-    fields["system"] = {"ledger": world.system.ledger, "desks": world.system.desks}
+    for name, view in _VIEWS.items():
+        fields[name] = view(fields[name])
     return fields
 
 
 def _ranks(desk: d.Desk) -> dict[str, int]:
     """Each notice's rank within its agent's notices: a desk's notice numbers count every notice it ever took,
     in creation order, which a renaming does not preserve, and only their order within a session is read."""
+    return _ranks_of(desk.notices)
+
+
+def _ranks_of(notices: Map[str, d.Notice]) -> dict[str, int]:
     by_agent: dict[str, list[d.Notice]] = {}
-    for notice in desk.notices.values():
+    for notice in notices.values():
         by_agent.setdefault(notice.agent_id, []).append(notice)
     return {
         notice.id: rank
@@ -193,6 +205,9 @@ class KeyTable:
         self.ids: dict[Shape, int] = {}
         self.shapes: list[Shape] = []
         self.live: dict[int, tuple[object, int]] = {}  # id(value) -> (value kept alive, node)
+        # The node of a value seen through a view (a world's field, a desk's notices), by the identity of the
+        # value: a view is a new object each time, so `live` cannot remember it, while its source is shared.
+        self.views: dict[tuple[str, int], tuple[object, int]] = {}
         # Then by value (records, maps and sets keep their hash): a new copy of an old value, which is what
         # reducers and canonical_world make of every record they pass through. One record type holds one
         # type per field, so values equal by == are equal by their serialization too.
@@ -234,12 +249,37 @@ class KeyTable:
         if len(self.live) >= self.live_limit:
             self.live.clear()
             self.equal.clear()
+            self.views.clear()
         self.live[id(value)] = (value, node)
         return node
 
+    def viewed(self, name: str, value: Any, view: Callable[[Any], Any] | None) -> int:
+        """`self.node(view(value))` (None: a desk's notices, `self.notices(value)`), remembered by the
+        identity of `value`."""
+        entry = self.views.get((name, id(value)))
+        if entry is not None and entry[0] is value:
+            return entry[1]
+        node = self.notices(value) if view is None else self.node(view(value))
+        self.views[(name, id(value))] = (value, node)
+        return node
+
+    def world(self, world: World) -> int:
+        """`self.record(_parts(world))`, each view's node remembered by its field's identity."""
+        fields = _fields(world)
+        return self.intern(
+            (
+                "r",
+                tuple(fields),
+                tuple(
+                    self.node(value) if (view := _VIEWS.get(name)) is None else self.viewed(name, value, view)
+                    for name, value in fields.items()
+                ),
+            )
+        )
+
     def build(self, value: Any) -> int:
         if isinstance(value, World):
-            return self.record(_parts(value))
+            return self.world(value)
         if isinstance(value, d.Desk):
             return self.desk(value)
         if _names(type(value)) is not None:
@@ -259,21 +299,23 @@ class KeyTable:
 
     def desk(self, desk: d.Desk) -> int:
         """`_desk_fields(desk)`, from the nodes of its notices as they are (shared with its neighbours')."""
-        ranks = _ranks(desk)
-        notices = tuple(
-            (notice_id, self.notice(n, ranks[notice_id])) for notice_id, n in desk.notices.items()
-        )
         fields = _fields(desk) | {"next_seq": None}
         return self.intern(
             (
                 "r",
                 tuple(fields),
                 tuple(
-                    self.intern(("m", notices)) if name == "notices" else self.node(value)
+                    self.viewed("notices", value, None) if name == "notices" else self.node(value)
                     for name, value in fields.items()
                 ),
             )
         )
+
+    def notices(self, notices: Map[str, d.Notice]) -> int:
+        """A desk's notices, each with its rank (see _ranks): a desk's sessions change more often than its
+        notices, so this is remembered by the identity of the notices' map (`viewed`)."""
+        ranks = _ranks_of(notices)
+        return self.intern(("m", tuple((key, self.notice(n, ranks[key])) for key, n in notices.items())))
 
     def notice(self, notice: d.Notice, rank: int) -> int:
         _kind, names, values = self.shapes[self.node(notice)]
