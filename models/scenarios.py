@@ -11,7 +11,6 @@ import attrs
 
 from harness.core import board as b
 from harness.core import delivery as d
-from harness.core.board_invariants import board_violations
 
 from .board_world import (
     BOARD_ALWAYS,
@@ -21,6 +20,7 @@ from .board_world import (
     BoardProtocol,
     BoardWorld,
     PlannedTask,
+    board_always,
     board_successors,
     describe_board_world,
     initial_board_world,
@@ -260,7 +260,7 @@ class BoardModel:
         return board_successors(state, self.config, self.protocol)
 
     def always(self, state: BoardWorld) -> Sequence[Violation]:
-        return board_violations(state.board, self.config.limits)
+        return board_always(state.board, self.config.limits)
 
     def eventually(self, state: BoardWorld) -> Sequence[Violation]:
         return ()

@@ -15,12 +15,14 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli.app import app
+from harness.core.board_invariants import board_violations
 from harness.core.commands import RecordDelivery
 from harness.core.values import replace
 from harness.models import link as ln
+from harness.models.board_world import board_always, board_successors
 from harness.models.checker import Result, Transition, explore
 from harness.models.mutants import MUTANTS
-from harness.models.scenarios import SCENARIOS, WorldModel
+from harness.models.scenarios import BOARD_SCENARIOS, SCENARIOS, WorldModel
 from harness.models.symmetry import KeyTable, reference_key
 from harness.models.world import World, canonical_fields, canonical_world
 
@@ -129,6 +131,22 @@ def test_the_fingerprint_fields_fold_exactly_what_canonical_worlds_fold(name: st
     worlds = [canonical_world(world) for world in recording.seen]
     assert len(set(worlds)) < len(worlds), "some worlds were folded (else this test shows nothing)"
     assert partition(fields) == partition(worlds)  # type: ignore[arg-type]  # keys are hashable
+
+
+def test_a_board_is_checked_unless_this_very_board_was_found_clean() -> None:
+    """A step's invariants cover the board it made, so the search does not check that board again; any other
+    board, one equal to it included, or that board under other limits, is checked in full."""
+    model = BOARD_SCENARIOS["board-claim-race"]
+    limits = model.config.limits
+    after = next(iter(board_successors(model.initial(), model.config, model.protocol))).state.board
+    assert board_always(after, limits) == [] == board_violations(after, limits)
+    miscounted = replace(after, bytes=after.bytes + 1)
+    assert [i for i, _ in board_always(miscounted, limits)] == ["B7"]
+    twin = replace(after)  # equal, not the same board
+    assert twin == after and twin is not after
+    assert board_always(twin, limits) == board_violations(twin, limits)
+    tight = replace(limits, tasks=0)
+    assert board_always(after, tight) == board_violations(after, tight) != []
 
 
 def counts(result: Result) -> tuple[int, int, int, int, bool]:
