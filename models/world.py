@@ -60,6 +60,7 @@ from harness.core.system import (
     Action,
     Arrived,
     AtDesk,
+    OwnerRequest,
     Routed,
     System,
     ToDesk,
@@ -672,6 +673,24 @@ def _at_remote_desk(
     admitted = _admitted(protocol.admit, world.grants.get(here, EMPTY_GRANTS), here, sender, command)
     if isinstance(admitted, Rejected):
         return world, admitted
+    arrived = _admitted_at_remote_desk(
+        world, config, protocol, sender=sender, command=command, admitted=admitted
+    )
+    return arrived, None
+
+
+def _admitted_at_remote_desk(
+    world: World,
+    config: Config,
+    protocol: Protocol,
+    *,
+    sender: str,
+    command: GrantedRequest | Consumption,
+    admitted: Grants,
+) -> World:
+    """`_at_remote_desk` once the grant let the request in, leaving the desk's grants `admitted`."""
+    assert config.link is not None and world.link is not None
+    here = config.link.remote
     desk = world.system.desks.get(here)
     doors, forged, link = world.doors, world.forged, world.link
     if isinstance(command, d.Submit):
@@ -685,7 +704,7 @@ def _at_remote_desk(
     admitted_world = replace(
         world, grants=world.grants.set(here, admitted), doors=doors, forged=forged, link=link
     )
-    return _apply(admitted_world, config, protocol, Arrived(here, command)) or admitted_world, None
+    return _apply(admitted_world, config, protocol, Arrived(here, command)) or admitted_world
 
 
 # The hostile machine offers the same few requests at most worlds, and a desk's grant changes rarely; a grant
@@ -730,16 +749,44 @@ def _hostile(
     here = config.link.remote
     member = next(i for i in range(config.agents) if machine_of(config, i) == here)
     target = hs.Target(here, TEAM, member_id(member), f"a{member}", question_id(0))
-    seen = [frame.command for frame in world.link.flight if frame.direction == ln.DOWN]
-    for label, command in hs.attempts(peer, target, seen, world.now, config.limits.notice_ttl_ms):
-        arrived, refusal = _at_remote_desk(world, config, protocol, peer.machine, command)
-        if refusal is not None:  # its answer goes to the hostile machine; nothing here changed
-            continue
+    seen = tuple(frame.command for frame in world.link.flight if frame.direction == ln.DOWN)
+    grants = world.grants.get(here, EMPTY_GRANTS)
+    ttl = config.limits.notice_ttl_ms
+    # A refused request's answer goes to the hostile machine; nothing here changes: only the admitted arrive.
+    for label, command, admitted in _admitted_attempts(
+        protocol.admit, grants, here, peer=peer, target=target, seen=seen, now=world.now, ttl=ttl
+    ):
+        arrived = _admitted_at_remote_desk(
+            world, config, protocol, sender=peer.machine, command=command, admitted=admitted
+        )
         if _owners_part(arrived.system, here) != _owners_part(world.system, here):
             steered = f"{label} changed what team {TEAM} of the owner has at {here} (its notices, its hold)"
             arrived = replace(arrived, harm=(*arrived.harm, ("peer-cannot-steer-owner-notices", steered)))
         if arrived != world:
             yield label, arrived
+
+
+# Most worlds offer the hostile machine the same few requests (one clock value, one relay's worth of the
+# owner's requests) at a desk whose grant is one of a few: which of them the grant admits, and the grant
+# after each, is decided once per such combination, not at every world, where building the requests and
+# asking the grant about each took a fifth of the search.
+@functools.lru_cache(maxsize=1 << 14)
+def _admitted_attempts(
+    admit: Admit,
+    grants: Grants,
+    here: str,
+    *,
+    peer: hs.HostilePeer,
+    target: hs.Target,
+    seen: tuple[ln.Command, ...],
+    now: int,
+    ttl: int,
+) -> tuple[tuple[str, OwnerRequest, Grants], ...]:
+    return tuple(
+        (label, command, admitted)
+        for label, command in hs.attempts(peer, target, seen, now, ttl)
+        if not isinstance(admitted := _admitted(admit, grants, here, peer.machine, command), Rejected)
+    )
 
 
 def _owners_part(system: System, machine: str) -> tuple[object, ...]:

@@ -149,6 +149,15 @@ def test_a_board_is_checked_unless_this_very_board_was_found_clean() -> None:
     assert board_always(after, tight) == board_violations(after, tight) != []
 
 
+def test_a_mutant_grant_is_not_answered_from_the_real_grants_memo() -> None:
+    """The hostile machine's admitted requests are memoized per grant function: after a search with the real
+    grant, one with a grant that lets everything in must still see the requests the real one refused."""
+    hostile = SCENARIOS["two-machines-hostile-peer"]
+    assert explore(hostile, 3).violation is None
+    broken = explore(hostile.with_protocol(MUTANTS["accept-out-of-grant-submit"]), 3)
+    assert broken.violation is not None and broken.violation.labels[-1].startswith("mach2 sends mach1 ")
+
+
 def counts(result: Result) -> tuple[int, int, int, int, bool]:
     return result.states, result.transitions, result.terminal_states, result.depth, result.complete
 
