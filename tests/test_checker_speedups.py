@@ -2,10 +2,12 @@
 # hash-consed symmetry key folds exactly the worlds the reference serialization folds, also when its identity
 # memo starts again; a search keyed by it reaches the same states and catches the same mutants with traces as
 # short as the plain search; the link's memoized moves are the moves of the link in hand, and a search with
-# them reaches what one without them reaches; and `harness check --jobs` reports what one process reports, in
-# catalogue order, stopping at the first violation.
+# them reaches what one without them reaches; the fingerprint's fields fold what canonical worlds fold; a
+# board is spared its state invariants only when a step just found that very board clean; and `harness
+# check --jobs` reports what one process reports, in catalogue order, stopping at the first violation.
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Hashable, Iterator
 from typing import Any
@@ -156,6 +158,12 @@ def test_a_mutant_grant_is_not_answered_from_the_real_grants_memo() -> None:
     assert explore(hostile, 3).violation is None
     broken = explore(hostile.with_protocol(MUTANTS["accept-out-of-grant-submit"]), 3)
     assert broken.violation is not None and broken.violation.labels[-1].startswith("mach2 sends mach1 ")
+
+
+def test_a_search_leaves_the_collectors_pace_as_it_was() -> None:
+    usual = gc.get_threshold()
+    explore(SCENARIOS["pause-resume-cancel"], 3)
+    assert gc.get_threshold() == usual and gc.isenabled()
 
 
 def counts(result: Result) -> tuple[int, int, int, int, bool]:
