@@ -5,6 +5,7 @@
 # decision is the real code's: core/channels.py plans, core/team.py judges each command.
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Hashable, Iterator, Sequence
 
 import attrs
@@ -81,7 +82,7 @@ def channel_successors(
             (),
         )
     else:
-        planned = plan(SETTING, dict(world.ledger.teams), observation(world.windows), DEFAULT_LIMITS)
+        planned = _planned(plan, world.ledger, world.windows)
         if planned or world.looked != world.windows:
             yield "keeper looks", attrs.evolve(world, pending=planned, looked=world.windows), ()
     if world.moves:
@@ -96,8 +97,23 @@ def channel_successors(
     yield from _replies(world)
 
 
+# Explored worlds share a ledger far more often than not (they differ in panes, moves left and the keeper's
+# plan), and the clock stands still: the same command meets the same ledger again and again. A reducer step,
+# a plan and the ledger's invariants are pure functions of their arguments, so each is memoized (the plan
+# keyed by the planner too: a broken one is not answered from the real one's memo).
+@functools.lru_cache(maxsize=1 << 16)
 def _step(ledger: Ledger, command: TeamCommand) -> Accepted[Ledger] | Rejected:
     return step(ledger, command, DEFAULT_LIMITS)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _planned(plan: Plan, ledger: Ledger, windows: tuple[int, ...]) -> tuple[ch.Operation, ...]:
+    return plan(SETTING, dict(ledger.teams), observation(windows), DEFAULT_LIMITS)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _ledger_findings(ledger: Ledger) -> tuple[Violation, ...]:
+    return tuple(("ledger-invariants", f"{code}: {detail}") for code, detail in ledger_violations(ledger))
 
 
 def _keys(ledger: Ledger, agent: int) -> Iterator[tuple[str, str]]:
@@ -164,9 +180,7 @@ def _open(team: Team) -> list[Exchange]:
 
 
 def channel_always(world: ChannelWorld) -> list[Violation]:
-    found: list[Violation] = [
-        ("ledger-invariants", f"{code}: {detail}") for code, detail in ledger_violations(world.ledger)
-    ]
+    found = list(_ledger_findings(world.ledger))
     homes: dict[str, list[str]] = {}
     for team in world.ledger.teams.values():
         if team.state is TeamState.ARCHIVED:

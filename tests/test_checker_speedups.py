@@ -3,7 +3,8 @@
 # memo starts again; a search keyed by it reaches the same states and catches the same mutants with traces as
 # short as the plain search; the link's memoized moves are the moves of the link in hand, and a search with
 # them reaches what one without them reaches; the fingerprint's fields fold what canonical worlds fold; a
-# board is spared its state invariants only when a step just found that very board clean; and `harness
+# board is spared its state invariants only when a step just found that very board clean; the memos of the
+# hostile machine's requests and of the channel keeper's plans answer a mutant for itself; and `harness
 # check --jobs` reports what one process reports, in catalogue order, stopping at the first violation.
 from __future__ import annotations
 
@@ -17,11 +18,15 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli.app import app
+from harness.core import channels as ch
 from harness.core.board_invariants import board_violations
 from harness.core.commands import RecordDelivery
+from harness.core.limits import Limits
+from harness.core.records import Team
 from harness.core.values import replace
 from harness.models import link as ln
 from harness.models.board_world import board_always, board_successors
+from harness.models.channel_world import CHANNEL_SCENARIOS
 from harness.models.checker import Result, Transition, explore
 from harness.models.mutants import MUTANTS
 from harness.models.scenarios import BOARD_SCENARIOS, SCENARIOS, WorldModel
@@ -158,6 +163,23 @@ def test_a_mutant_grant_is_not_answered_from_the_real_grants_memo() -> None:
     assert explore(hostile, 3).violation is None
     broken = explore(hostile.with_protocol(MUTANTS["accept-out-of-grant-submit"]), 3)
     assert broken.violation is not None and broken.violation.labels[-1].startswith("mach2 sends mach1 ")
+
+
+def _keeps_leavers(
+    setting: ch.Setting, teams: dict[str, Team], observation: ch.Observation, limits: Limits
+) -> tuple[ch.Operation, ...]:
+    """A broken planner: panes that leave are never removed."""
+    planned = ch.plan(setting, teams, observation, limits)
+    return tuple(op for op in planned if not isinstance(op, ch.LeaveChannel))
+
+
+def test_a_broken_planner_is_not_answered_from_the_real_planners_memo() -> None:
+    """The channel world memoizes the keeper's plans per planner: after a search with the real planner has
+    planned for every world within reach, a broken one still plans (and is caught) on its own."""
+    model = CHANNEL_SCENARIOS["channel-member-leaves"]
+    assert explore(model, 8).violation is None
+    broken = explore(attrs.evolve(model, plan=_keeps_leavers), 8)
+    assert broken.violation is not None and broken.violation.property == "one-tab"
 
 
 def test_a_search_leaves_the_collectors_pace_as_it_was() -> None:
