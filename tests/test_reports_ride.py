@@ -10,8 +10,8 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import pytest
@@ -75,15 +75,19 @@ def ledger_fsyncs(monkeypatch: pytest.MonkeyPatch, home: Path, team_id: str = "t
         monkeypatch.setattr(os, "fsync", real)
 
 
+@asynccontextmanager
+async def busy_team(home: Path) -> AsyncIterator[tuple[Daemon, Api]]:
+    """A daemon whose agents stay busy (notices stay queued), its team t1 introduced, and alice's client."""
+    async with running(home, terminals=lambda r: FakeTerminals(BUSY), runner_timing=TIMING) as daemon:
+        _, keys = await local_team(daemon)
+        await until(lambda: introduced(daemon))
+        yield daemon, await Api.open(daemon, keys["alice"])
+
+
 async def test_this_desks_report_costs_the_ledger_no_fsync_and_rides_the_next_append(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with running(tmp_path, terminals=lambda r: FakeTerminals(BUSY), runner_timing=TIMING) as daemon:
-        _, keys = await local_team(daemon)
-        alice = await Api.open(daemon, keys["alice"])
-        await until(
-            lambda: all(m.introduction is not None for m in daemon.durable.teams["t1"].members.values())
-        )
+    async with busy_team(tmp_path) as (daemon, alice):
         await alice("ask", "t1", id="q1", to="bob", text="Which port?")
         with ledger_fsyncs(monkeypatch, tmp_path) as fsyncs:
             await until(lambda: reported(question_delivery(daemon, "q1")))
@@ -98,9 +102,7 @@ async def test_a_paired_machines_report_is_durable_before_the_owner_shows_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Nothing on the paired machine repeats its report when this daemon restarts: it is appended durably."""
-    async with running(tmp_path, terminals=lambda r: FakeTerminals(BUSY), runner_timing=TIMING) as daemon:
-        _, keys = await local_team(daemon)
-        alice = await Api.open(daemon, keys["alice"])
+    async with busy_team(tmp_path) as (daemon, alice):
         await alice("ask", "t1", id="q1", to="bob", text="Which port?")
         await until(lambda: reported(question_delivery(daemon, "q1")))
         with ledger_fsyncs(monkeypatch, tmp_path) as fsyncs:
@@ -121,9 +123,7 @@ async def _busy_daemon(home: Path) -> None:
     async with trio.open_nursery() as nursery:
         await nursery.start(daemon.run)
         _, keys = await local_team(daemon)
-        await until(
-            lambda: all(m.introduction is not None for m in daemon.durable.teams["t1"].members.values())
-        )
+        await until(lambda: introduced(daemon))
         publish_keys(home.parent, keys)
         await trio.sleep_forever()
 
@@ -183,10 +183,7 @@ def drop_trailing_reports(home: Path, team_id: str = "t1") -> list[str]:
 async def test_prune_keeps_a_finished_record_whose_report_the_ledger_lost(tmp_path: Path) -> None:
     """A withdrawn notice is finished and owed by no one, but its report rode and was lost with a crash:
     the prune keeps its record, from which the next start tells the owner; once recorded, it may go."""
-    async with running(tmp_path, terminals=lambda r: FakeTerminals(BUSY), runner_timing=TIMING) as daemon:
-        _, keys = await local_team(daemon)
-        alice = await Api.open(daemon, keys["alice"])
-        await until(lambda: introduced(daemon))
+    async with busy_team(tmp_path) as (daemon, alice):
         await alice("ask", "t1", id="q1", to="bob", text="Which port?")
         await until(lambda: reported(question_delivery(daemon, "q1")))
         await alice("cancel", "t1", questionId="q1")
