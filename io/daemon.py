@@ -151,7 +151,8 @@ class Daemon:
 
     @property
     def durable(self) -> Ledger:
-        """The ledger as readers see it: every command in it is durable."""
+        """The ledger as readers see it: every command in it is durable, but for reports of this machine's
+        desk that ride the next append (`LedgerRunner.report`)."""
         return self.ledger.durable
 
     @property
