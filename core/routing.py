@@ -105,13 +105,14 @@ def _new_to_paused(ledger: Ledger, request: d.Submit, machine: str, known: Known
 
 def team_wide(known: Known, request: TeamRequest) -> list[str]:
     """The machines a team-wide request goes to: this one first, then every holder of its team."""
-    team_id = _team_of(request)
+    team_id = team_of(request)
     holders = set() if team_id is None else set(known.holders(team_id))
     here = [] if known.here is None else [known.here]
     return here + sorted(holders - set(here))
 
 
-def _team_of(request: TeamRequest) -> str | None:
+def team_of(request: TeamRequest) -> str | None:
+    """The team a desk request concerns (a withdrawal names it in its notice id; None: no such id)."""
     if isinstance(request, d.Withdraw):
         parsed = parse_notice_id(request.notice_id)
         return None if parsed is None else parsed[0]
@@ -165,5 +166,6 @@ __all__ = [
     "Translate",
     "restatement_routes",
     "route",
+    "team_of",
     "team_wide",
 ]

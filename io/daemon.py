@@ -220,6 +220,7 @@ class Daemon:
             on_violation=partial(self._violated, "a desk command") if self._check else None,
             trace=self.traces.emit,
             reports_ride=lambda team_id: not node.owned_elsewhere(team_id),
+            gate_writes=True,  # until the start's guards are applied (`_serve`)
         )
         router = DeliveryRouter(self.home, self.machine_id, self.ledger, desk, node, log=self._log)
         self.router = router
@@ -269,6 +270,10 @@ class Daemon:
             router.restate_guards()
             await core.start(attach_remote, self, self.node)
             core.start_soon(router.run)
+            # A desk whose journal is behind the ledger's (its last steps rode, or an older copy was put back)
+            # writes nothing until it has every hold and withdrawal the ledger says it must have.
+            await router.guards_applied.wait()
+            self.desk.allow_writes()
             with trio.CancelScope() as self._stop_scope:
                 if self._stop_requested:
                     self._stop_scope.cancel()

@@ -67,6 +67,11 @@ class DeliveryRouter:
         # sends reports back into the ledger queue; a bound here could close that loop into a deadlock.
         self._send, self._receive = trio.open_memory_channel[DeliveryWork](math.inf)
         self._unrestated: list[str] = []  # teams whose owed notices the start has yet to restate, in order
+        # Set once this machine's desk has applied the start's guards (`restate_guards`): from then on it may
+        # write. Counted in requests queued for, and handed to, this desk.
+        self.guards_applied = trio.Event()
+        self._guards_end: int | None = None
+        self._sent_here = self._handed_here = 0
 
     @property
     def limits(self) -> Limits:
@@ -81,6 +86,8 @@ class DeliveryRouter:
         """Queue a request for `machine_id`'s desk; ClosedResourceError once the ledger has drained and the
         worker finishes."""
         self._send.send_nowait((machine_id, command))
+        if machine_id == self.machine_id:
+            self._sent_here += 1
 
     @property
     def known(self) -> Known:
@@ -140,6 +147,8 @@ class DeliveryRouter:
         long the second part takes to reach its team."""
         self._unrestated = list(self.ledger.durable.teams)
         self._restate(self._unrestated, None, RestatementPart.GUARDS)
+        self._guards_end = self._sent_here
+        self._note_handed(0)
 
     async def restate_notices_gradually(self) -> None:
         """The start's restatement, second part, while the daemon serves: each team's owed notices in turn,
@@ -255,6 +264,7 @@ class DeliveryRouter:
             local = [command for machine_id, command in work if machine_id == self.machine_id]
             if local:
                 await self.desk.requests(local)
+                self._note_handed(len(local))
             for machine_id, command in work:
                 if machine_id == self.machine_id:
                     continue
@@ -267,6 +277,11 @@ class DeliveryRouter:
                     await self.ledger.report(owed)
         # Every request of an accepted command was handed over; now the desk may stop looking.
         self.desk.stop()
+
+    def _note_handed(self, requests: int) -> None:
+        self._handed_here += requests
+        if self._guards_end is not None and self._handed_here >= self._guards_end:
+            self.guards_applied.set()
 
     def _queued(self) -> list[DeliveryWork]:
         """The requests already queued, without waiting for more."""

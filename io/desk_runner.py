@@ -47,6 +47,7 @@ from harness.core.limits import DEFAULT_LIMITS, Limits
 from harness.core.outcome import Accepted, reject
 from harness.core.queries import delivery_view
 from harness.core.records import NoticeKind, Team
+from harness.core.routing import TeamRequest, team_of
 from harness.core.system import refused_reason
 from harness.core.team import REINTRODUCED, replay_limits
 from harness.core.terminal_text import terminal_safe
@@ -210,8 +211,15 @@ class DeskRunner:
         on_violation: Callable[[tuple[str, str]], str] | None = None,
         trace: TraceEmit = no_trace,
         reports_ride: Callable[[str], bool] = lambda team_id: False,
+        gate_writes: bool = False,
     ) -> None:
         self.machine_id = machine_id
+        # With `gate_writes` nothing is written after the start until `allow_writes` (the daemon: once the
+        # owner's restated holds and withdrawals are applied, so a desk whose journal is behind never writes
+        # what the owner ended or paused).
+        self._writes_allowed = trio.Event()
+        if not gate_writes:
+            self._writes_allowed.set()
         # Whether the owner of a team records this desk's reports without an fsync of their own and restates
         # every notice it owes at each start: a team owned here (the daemon says; spec/delivery-v1.md 7).
         self._reports_ride = reports_ride
@@ -256,6 +264,7 @@ class DeskRunner:
                 with self._loop_scope:
                     if self.unavailable is None:
                         await self._sync()
+                        await self._writes_allowed.wait()
                         await self._loop()
                     else:
                         await trio.sleep_forever()
@@ -265,6 +274,10 @@ class DeskRunner:
             with trio.CancelScope(shield=True):
                 if self._store is not None:
                     await self._store.aclose()
+
+    def allow_writes(self) -> None:
+        """Let the desk look at terminals and write (see `gate_writes`)."""
+        self._writes_allowed.set()
 
     def stop(self) -> None:
         """Stop looking and starting writes; a write in progress still finishes and is recorded."""
@@ -663,14 +676,18 @@ def _unheeded(
 ) -> bool:
     """Steps whose loss a restart repairs and whose effects stay in this process or go only to an owner that
     repairs them too: a look at a terminal or a tick (a restart demands a fresh look, and ticks again), the
-    owner's submit or release (the owner restates every notice a desk lacks, and whether its team is held, at
-    its start). Their effects: a recheck, a timer (no licence to write), or a report to an owner whose
-    ledger lets it ride and who restates (`reports_ride`: a team owned here; the desk tells it every notice's
-    state again at each start). Their journal entries ride the next durable append; a crash before it loses
-    only them. A hold or withdrawal never rides: it is what keeps a desk from writing before the owner's
-    restatement reaches it."""
+    requests a team's effects become (core `TeamRequest`), of a team owned here (`reports_ride`): at its start
+    its owner restates every notice a desk lacks, and every hold, release and withdrawal, and this desk
+    writes nothing before those are applied (`gate_writes`). Never a member's read, nor a paired owner's
+    request (nothing restates to this desk when only this machine restarts). Their effects: a
+    recheck, a timer (no licence to write), or a report to an owner whose ledger lets it ride and who
+    restates (`reports_ride`: a team owned here; the desk tells it every notice's state again at each start).
+    Their journal entries ride the next durable append; a crash before it loses only them."""
     return all(
-        isinstance(command, d.Observe | d.Tick | d.Submit | d.Release)
+        (
+            isinstance(command, d.Observe | d.Tick)
+            or (isinstance(command, TeamRequest) and _owned_here(command, reports_ride))
+        )
         and isinstance(outcome, Accepted)
         and all(
             isinstance(effect, d.WriteDue | d.ArmDeskTimer)
@@ -679,6 +696,11 @@ def _unheeded(
         )
         for command, outcome in zip(commands, outcomes, strict=True)
     )
+
+
+def _owned_here(request: TeamRequest, reports_ride: Callable[[str], bool]) -> bool:
+    team_id = team_of(request)
+    return team_id is not None and reports_ride(team_id)
 
 
 def _report_of(

@@ -201,19 +201,26 @@ async def test_prune_keeps_a_finished_record_whose_report_the_ledger_lost(tmp_pa
 
 
 def test_only_steps_the_owner_restates_ride_and_only_when_the_owner_is_here() -> None:
-    """A submit's report goes to its owner: it rides when the team is owned here (the ledger lets the report
-    ride, and the owner restates what the desk lacks at every start), never for a paired owner, which only
-    hears it once. A withdrawal or a hold never rides: it keeps a desk from writing before the restatement."""
+    """The owner's requests (a submit, a withdrawal, a hold) of a team owned here ride: the owner restates
+    them at every start, and the desk writes nothing before the restated holds and withdrawals are applied.
+    A paired owner hears of the step once and restates nothing when only this machine restarts: never then.
+    A member's read is not the owner's to restate: never."""
+    here, elsewhere = (lambda team_id: True), (lambda team_id: False)
     submit = d.Submit(10, "t1", "t1/q1/question", NoticeKind.QUESTION, "q1", "m1", "here", "a1", 10**12, "hi")
     submitted = d.step(d.empty_desk("here"), submit, SMALL)
     assert isinstance(submitted, Accepted)
     assert any(isinstance(effect, d.DeliveryChanged) for effect in submitted.effects)
-    assert _unheeded([submit], [submitted], lambda team_id: True)
-    assert not _unheeded([submit], [submitted], lambda team_id: False)
-    for guard in (d.Withdraw(11, "t1/q1/question"), d.Hold(11, "t1")):
-        guarded = d.step(submitted.state, guard, SMALL)
-        assert isinstance(guarded, Accepted) and guarded.changed
-        assert not _unheeded([guard], [guarded], lambda team_id: True), guard
+    assert _unheeded([submit], [submitted], here)
+    assert not _unheeded([submit], [submitted], elsewhere)
+    for step in (d.Withdraw(11, "t1/q1/question"), d.Hold(11, "t1"), d.Hold(11, "quiet")):
+        stepped = d.step(submitted.state, step, SMALL)
+        assert isinstance(stepped, Accepted) and stepped.changed
+        assert _unheeded([step], [stepped], here), step
+        assert not _unheeded([step], [stepped], elsewhere), step  # even a hold that changed no notice
+    read = d.InboxRead(11, ("t1/q1/question",))
+    was_read = d.step(submitted.state, read, SMALL)
+    assert isinstance(was_read, Accepted) and was_read.changed
+    assert not _unheeded([read], [was_read], here)
 
 
 def replay_desk_here(home: Path) -> d.Desk:

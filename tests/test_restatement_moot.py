@@ -13,6 +13,7 @@ from pathlib import Path
 import attrs
 import pytest
 import trio
+import trio.testing
 
 from harness.core import delivery as d
 from harness.core.limits import DEFAULT_LIMITS, Limits
@@ -20,6 +21,7 @@ from harness.core.routing import RestatementPart
 from harness.io.agents import AgentRegistry
 from harness.io.daemon import Daemon
 from harness.io.delivery_router import DeliveryRouter
+from harness.io.desk_runner import DeskRunner
 from harness.io.journal_files import delivery_store_dir
 from harness.io.team_delivery import OwnerRequest
 from harness.io.terminal_port import ScreenState
@@ -326,3 +328,52 @@ async def test_a_paused_teams_hold_reaches_a_lagging_desk_before_the_daemon_serv
         assert desk_notices(daemon)[question("q9")] is d.DeliveryState.HELD
         assert desk_notices(daemon)[question("q1")] is d.DeliveryState.HELD
         release.set()
+
+
+async def test_a_lagging_desk_writes_nothing_before_the_guards_are_applied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seed: "never deliver" what the owner ended. The desk's journal is from before q1 was cancelled (an
+    older copy put back, or its last steps rode their next append and were lost with a crash), and bob's
+    screen is idle. Its delivery worker held back, the daemon's desk has opened and told the owner its
+    states, yet it does not look at a terminal, let alone write, until the owner's withdrawal of q1 is
+    applied; then q1 is withdrawn and nothing is typed."""
+    keys, before = await team_asked_q1_and_desk_copied(tmp_path)
+    async with busy_daemon(tmp_path) as daemon:
+        await (await Api.open(daemon, keys["alice"]))("cancel", "t1", questionId="q1")
+        await until(lambda: desk_notices(daemon).get(question("q1")) is d.DeliveryState.WITHDRAWN)
+    restore_desk(tmp_path, before)
+
+    release, synced, looking = trio.Event(), trio.Event(), trio.Event()
+    run, sync, loop = DeliveryRouter.run, DeskRunner._sync, DeskRunner._loop
+
+    async def held_run(router: DeliveryRouter) -> None:
+        await release.wait()
+        await run(router)
+
+    async def noted_sync(desk: DeskRunner) -> None:
+        await sync(desk)
+        synced.set()
+
+    async def noted_loop(desk: DeskRunner) -> None:
+        looking.set()
+        await loop(desk)
+
+    monkeypatch.setattr(DeliveryRouter, "run", held_run)
+    monkeypatch.setattr(DeskRunner, "_sync", noted_sync)
+    monkeypatch.setattr(DeskRunner, "_loop", noted_loop)
+    fake = FakeTerminals({"agent-alice": ScreenState.IDLE, "agent-bob": ScreenState.IDLE})
+    daemon = Daemon(
+        tmp_path, limits=LIMITS, log=lambda line: None, terminals=lambda r: fake, runner_timing=TIMING
+    )
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(daemon.run)
+        await synced.wait()
+        await trio.testing.wait_all_tasks_blocked()
+        assert not looking.is_set(), "the desk looked at terminals before the owner's guards reached it"
+        assert desk_notices(daemon)[question("q1")] is d.DeliveryState.QUEUED  # the lagging copy
+        release.set()
+        await until(lambda: desk_notices(daemon).get(question("q1")) is d.DeliveryState.WITHDRAWN)
+        await until(looking.is_set)
+        daemon.stop()
+    assert not [text for _, text in fake.writes if "q1" in text], fake.writes
