@@ -45,7 +45,6 @@ class Compiler:
         self._rename = rename
         self._unions = unions
         self._made: dict[Any, Structure] = {}
-        self._serial = 0
 
     def structure_fn(self, tp: Any) -> Structure:
         made = self._made.get(tp)
@@ -62,7 +61,7 @@ class Compiler:
         scope: dict[str, Any] = {}
         inline = self._inline(tp, "x", "t", scope)
         if inline is not None:
-            return self._source("\n".join([*inline, "return x"]), scope)
+            return self._source("\n".join([*inline, "return x"]), scope, tp)
         origin, args = typing.get_origin(tp), typing.get_args(tp)
         if origin is None and isinstance(tp, type) and attrs.has(tp):
             return self._attrs(tp)
@@ -70,7 +69,7 @@ class Compiler:
             return self._tagged(tp)
         inner = _optional_of(tp)
         if inner is not None:
-            return self._source("return None if x is None else f(x)", {"f": self.structure_fn(inner)})
+            return self._source("return None if x is None else f(x)", {"f": self.structure_fn(inner)}, tp)
         if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
             item = self._inline(args[0], "e", "t", scope)
             if item is None:
@@ -79,24 +78,24 @@ class Compiler:
             else:  # scalars checked inline (an enum's value becomes its member)
                 body = ["if type(x) is not list: raise U", "r = []", "for e in x:"]
                 body += [*_indent([*item, "r.append(e)"]), "return tuple(r)"]
-            return self._source("\n".join(body), scope)
+            return self._source("\n".join(body), scope, tp)
         if origin is tuple and args and Ellipsis not in args:
             body = [f"if type(x) is not list or len(x) != {len(args)}: raise U"]
             for n, arg in enumerate(args):
                 body.append(f"e{n} = x[{n}]")
                 body += self._field(arg, f"e{n}", f"t{n}", scope)
             body.append("return (" + "".join(f"e{n}, " for n in range(len(args))) + ")")
-            return self._source("\n".join(body), scope)
+            return self._source("\n".join(body), scope, tp)
         if origin is Map and len(args) == 2:
             body = ["if type(x) is not dict: raise U", "r = {}", "for k, v in x.items():"]
             checks = [*self._field(args[0], "k", "tk", scope), *self._field(args[1], "v", "tv", scope)]
             body += _indent(checks)
             body += ["    r[k] = v", "return Map(r)"]
-            return self._source("\n".join(body), {**scope, "Map": Map})
+            return self._source("\n".join(body), {**scope, "Map": Map}, tp)
         if origin is frozenset and len(args) == 1:
             body = ["if type(x) is not list: raise U", "r = []", "for e in x:"]
             body += _indent([*self._field(args[0], "e", "t", scope), "r.append(e)"])
-            return self._source("\n".join([*body, "return frozenset(r)"]), scope)
+            return self._source("\n".join([*body, "return frozenset(r)"]), scope, tp)
         hook = self._slow(tp)
         return lambda x: hook(x, tp)
 
@@ -155,7 +154,7 @@ class Compiler:
             lines += ["else:", f"    {absent}"]
         # Positionally, in field order: the same __init__ the converter calls, without its keyword cost.
         lines.append("return cls(" + "".join(f"v{n}, " for n in range(len(fields))) + ")")
-        return self._source("\n".join(lines), scope, cls.__name__)
+        return self._source("\n".join(lines), scope, cls)
 
     def _tagged(self, union: Any) -> Structure:
         tag, classes = self._unions[union]
@@ -165,11 +164,10 @@ class Compiler:
             "rest = dict(x)\n"
             "return by_tag[rest.pop(tag)](rest)"
         )
-        return self._source(body, scope, "union")
+        return self._source(body, scope, union)
 
-    def _source(self, body: str, scope: dict[str, Any], name: str = "value") -> Structure:
-        self._serial += 1
-        filename = f"<fast structure {self._serial} {name}>"
+    def _source(self, body: str, scope: dict[str, Any], tp: Any) -> Structure:
+        filename = f"<fast structure of {tp!r}>"  # what a traceback or a profile shows
         source = "def structure(x):\n" + "".join(f"    {line}\n" for line in body.splitlines())
         namespace: dict[str, Any] = {"U": Unsure, **scope}
         exec(compile(source, filename, "exec"), namespace)  # code made here, from type hints only

@@ -127,13 +127,59 @@ def test_the_fast_path_structures_well_formed_documents_itself(data: Any, cls: A
 
 
 class Level(enum.IntEnum):
-    LOW = 1
+    LOW = 1  # an enum of int values: the fast path checks only str ones
+
+
+@attrs.frozen
+class Node:
+    """A type that contains itself."""
+
+    name: str
+    child: Node | None = None
+
+
+@attrs.frozen
+class Defaults:
+    """Absent keys: a plain default and a factory's."""
+
+    name: str
+    count: int = 0
+    tags: tuple[str, ...] = attrs.field(factory=tuple)
+    seen: Map[str, int] = attrs.field(factory=Map)
 
 
 # Shapes no record holds yet, each with a fast form; the converter structures them the same.
 SHAPES: list[tuple[Any, Any]] = [
     ("s", str), (3, int), (True, bool), (2.5, float), (2, float), ("idle", d.Observed), (None, int | None),
-    ([1, "a"], tuple[int, str]), (["b", "a"], frozenset[str]), ({"k": ["x"]}, Map[str, tuple[str, ...]]),
+    ([1, "a"], tuple[int, str]), (["idle", 1], tuple[d.Observed, int]), (["b", "a"], frozenset[str]),
+    (["busy"], frozenset[d.Observed]), ({"k": ["x"]}, Map[str, tuple[str, ...]]),
+    ({"idle": 1}, Map[d.Observed, int]),
+    ({"name": "a", "child": {"name": "b", "child": {"name": "c"}}}, Node),
+    ({"name": "a"}, Defaults), ({"name": "a", "count": 2, "tags": ["t"], "seen": {"x": 1}}, Defaults),
+]  # fmt: skip
+
+
+@attrs.frozen
+class Late:
+    name: str
+    size: int = attrs.field(init=False, default=0)
+
+
+@attrs.frozen
+class Named:
+    name: str = attrs.field(kw_only=True)
+
+
+@attrs.frozen
+class Derived:
+    name: str
+    upper: str = attrs.field(default=attrs.Factory(lambda self: self.name.upper(), takes_self=True))
+
+
+# What has no fast form: the converter's own hooks structure it, inside the fast path.
+LEFT_TO_CONVERTER: list[tuple[Any, Any]] = [
+    (1, Level), ({"a": 1}, dict[str, int]), (["a"], list[str]), ({"name": "a"}, Late), ({"name": "a"}, Named),
+    ({"name": "a"}, Derived),
 ]  # fmt: skip
 
 
@@ -151,7 +197,9 @@ def test_well_formed_documents_need_nothing_of_the_converter() -> None:
         built = compiler.structure_fn(cls)(data)
         assert repr(built) == repr(CONVERTER.structure(data, cls))
     assert asked == []
-    assert compiler.structure_fn(Level)(1) is Level.LOW and asked == [Level]
+    for data, cls in LEFT_TO_CONVERTER:
+        assert repr(compiler.structure_fn(cls)(data)) == repr(CONVERTER.structure(data, cls))
+    assert asked == [cls for _, cls in LEFT_TO_CONVERTER]
 
 
 class Sub(str):
