@@ -16,7 +16,7 @@ from harness.cli import output
 from harness.io import home as homes
 
 if TYPE_CHECKING:  # the trace reader is loaded by a command that runs, not by `--help`
-    from harness.io import trace_files as trace
+    from harness.io import trace_files
 
 trace_app = typer.Typer(help="Read a trace offline: export, query, summary.", no_args_is_help=True)
 
@@ -75,10 +75,10 @@ def _filter(
     member: list[str] | None,
     since: str | None,
     until: str | None,
-) -> trace.TraceFilter:
-    from harness.io import trace_files as trace
+) -> trace_files.TraceFilter:
+    from harness.io import trace_files
 
-    return trace.TraceFilter(
+    return trace_files.TraceFilter(
         tuple(source or ()),
         tuple(type_ or ()),
         tuple(exchange or ()),
@@ -91,7 +91,7 @@ def _filter(
 def _located(path: Path | None, team: str | None, home: str | None, json_out: bool) -> Path:
     """PATH, or the trace of `--team` in the data directory (exactly one of them)."""
     from harness.core.records import ID_PATTERN
-    from harness.io import trace_files as trace
+    from harness.io import trace_files
 
     if (path is None) == (team is None):
         output.emit_error(json_out, "bad_request", "give a trace PATH or --team ID (one of them)")
@@ -102,18 +102,18 @@ def _located(path: Path | None, team: str | None, home: str | None, json_out: bo
     if not ID_PATTERN.fullmatch(team):
         output.emit_error(json_out, "bad_request", f"not a team id: {team!r}")
         raise SystemExit(output.USAGE)
-    return trace.team_trace_dir(homes.resolve_home(home), team)
+    return trace_files.team_trace_dir(homes.resolve_home(home), team)
 
 
-def _lines(path: Path, where: trace.TraceFilter, json_out: bool) -> list[trace.TraceLine]:
-    from harness.io import trace_files as trace
+def _lines(path: Path, where: trace_files.TraceFilter, json_out: bool) -> list[trace_files.TraceLine]:
+    from harness.io import trace_files
 
     try:
         if not path.exists():  # raises for a name too long, which is no trace either
             output.emit_error(json_out, "not_found", f"no trace at {path}")
             raise SystemExit(output.PROTOCOL_ERROR)
-        return list(trace.query(path, where))
-    except trace.TraceDamaged as error:
+        return list(trace_files.query(path, where))
+    except trace_files.TraceDamaged as error:
         output.emit_error(json_out, "corrupt_state", str(error))
         raise SystemExit(output.PROTOCOL_ERROR) from None
     except OSError as error:
@@ -121,7 +121,7 @@ def _lines(path: Path, where: trace.TraceFilter, json_out: bool) -> list[trace.T
         raise SystemExit(output.PROTOCOL_ERROR) from None
 
 
-def _envelope(line: trace.TraceLine) -> dict[str, object]:
+def _envelope(line: trace_files.TraceLine) -> dict[str, object]:
     return {"source": line.source, "seq": line.seq, "event": line.event}
 
 
@@ -143,7 +143,7 @@ def export(
     json_out: JsonOpt = False,
 ) -> None:
     """The matching lines as NDJSON, each redacted again by this run's rules."""
-    from harness.io import trace_files as trace
+    from harness.io import trace_files
     from harness.io.redaction_env import from_environment
 
     where = _filter(
@@ -153,7 +153,7 @@ def export(
     redactor = from_environment(homes.resolve_home(home) if home or team else None)
     lines = _lines(located, where, json_out)
     encoded = b"".join(
-        trace.encode_line(redactor.text(line.source), line.seq, _event(redactor.value(line.event)))
+        trace_files.encode_line(redactor.text(line.source), line.seq, _event(redactor.value(line.event)))
         for line in lines
     )
     if out is None:
@@ -234,12 +234,12 @@ def summary(
     json_out: JsonOpt = False,
 ) -> None:
     """Per exchange the times ask -> delivered -> accepted -> answered -> continuation, and the violations."""
-    from harness.io import trace_files as trace
+    from harness.io import trace_files
 
     where = _filter(
         json_out, source=source, type_=None, exchange=exchange, member=member, since=since, until=until
     )
-    result = trace.summarize(_lines(_located(path, team, home, json_out), where, json_out))
+    result = trace_files.summarize(_lines(_located(path, team, home, json_out), where, json_out))
     if json_out:
         output.emit_json(result)
         return
@@ -254,7 +254,8 @@ def summary(
             f"exchange {e['exchangeId']} ({e['state'] or 'open'}, {e['violations']} violations): "
             f"{e['asker']} -> {e['to']}, asked {output.clock(e['at'].get('asked'))}"
         )
-        output.say("  " + "  ".join(f"{step} {_ms(after.get(step))}" for step in list(trace.MILESTONES)[1:]))
+        steps = list(trace_files.MILESTONES)[1:]
+        output.say("  " + "  ".join(f"{step} {_ms(after.get(step))}" for step in steps))
     rows = [
         [
             str(v["seq"]),
