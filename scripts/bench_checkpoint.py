@@ -240,9 +240,11 @@ def measure(title: str, state: Any, recover: Callable[[Any], object], runs: int)
         which = "loads" if base is base_loads else "dumps"
         print(f"  {name:<27} {seconds * 1e3:7.1f} ms   {seconds / base:5.1f}x json.{which}")
     print(f"  loop stall, encoded on the loop {on_loop * 1e3:7.1f} ms")
-    print(
-        f"  loop stall, encoded in a thread {threaded * 1e3:7.1f} ms   {threaded / on_loop:5.2f}x on the loop"
-    )
+    if math.isnan(threaded):
+        print("  loop stall, encoded in a thread     n/a (this journal takes no callable payload)")
+    else:
+        shown = f"{threaded * 1e3:7.1f} ms   {threaded / on_loop:5.2f}x on the loop"
+        print(f"  loop stall, encoded in a thread {shown}")
 
 
 def main() -> None:
