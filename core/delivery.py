@@ -1007,16 +1007,24 @@ def _answer_retrieved(desk: Desk, command: AnswerRetrieved, limits: Limits) -> A
     return _each(desk, command.at, (command.notice_id,), V.RETRIEVE, limits)
 
 
+def _all_unsent(session: Session) -> tuple[str, ...]:
+    return (*session.queue, *session.held)
+
+
 def _withdraw(desk: Desk, command: Withdraw, limits: Limits) -> Accepted[Desk] | Rejected:
     return _each(desk, command.at, (command.notice_id,), V.WITHDRAW, limits, reason=command.reason)
 
 
-def _unsent_where(desk: Desk, keep: Callable[[Notice], bool]) -> list[str]:
-    """Unsent notice ids matching `keep`, in submission order (bounded by the desk's unsent notices)."""
+def _unsent_where(
+    desk: Desk, keep: Callable[[Notice], bool], lists: Callable[[Session], tuple[str, ...]] = _all_unsent
+) -> list[str]:
+    """Unsent notice ids matching `keep`, in submission order, looked for in the `lists` of every session
+    (the queued ones are its `queue`, the held ones its `held`: invariant D11), so that releasing a team that
+    holds nothing costs nothing however many notices wait queued."""
     found = [
         notice
         for session in desk.sessions.values()
-        for notice_id in (*session.queue, *session.held)
+        for notice_id in lists(session)
         if keep(notice := desk.notices[notice_id])
     ]
     return [notice.id for notice in sorted(found, key=lambda notice: notice.seq)]
@@ -1036,13 +1044,13 @@ def _withdraw_team(desk: Desk, command: WithdrawTeam, limits: Limits) -> Accepte
 
 def _hold(desk: Desk, command: Hold, limits: Limits) -> Accepted[Desk] | Rejected:
     team_id = command.team_id
-    ids = _unsent_where(desk, lambda n: n.team_id == team_id and n.state is S.QUEUED)
+    ids = _unsent_where(desk, lambda n: n.team_id == team_id and n.state is S.QUEUED, lambda s: s.queue)
     return _each(desk, command.at, ids, V.HOLD, limits, held_teams=desk.held_teams | {team_id})
 
 
 def _release(desk: Desk, command: Release, limits: Limits) -> Accepted[Desk] | Rejected:
     team_id = command.team_id
-    ids = _unsent_where(desk, lambda n: n.team_id == team_id and n.state is S.HELD)
+    ids = _unsent_where(desk, lambda n: n.team_id == team_id and n.state is S.HELD, lambda s: s.held)
     return _each(desk, command.at, ids, V.RELEASE, limits, held_teams=desk.held_teams - {team_id})
 
 
