@@ -56,6 +56,7 @@ INLINE_FLUSH_S: Final = 0.0005
 @attrs.define
 class _Batch:
     lines: list[bytes] = attrs.Factory(list)
+    written: int = 0  # how many of `lines` `enqueue` already wrote (not fsynced) into the current segment
     last_seq: int = 0
     done: bool = False
     error: BaseException | None = None
@@ -213,12 +214,23 @@ class JournalStore:
         return list(range(first, last + 1))
 
     def enqueue(self, entries: Sequence[Mapping[str, object]]) -> None:
-        """Queue entries for the next write without waiting for it: they become durable with the next
-        `append` (whose fsync covers every byte before its own) or `aclose`, and a crash before that loses
-        them, never anything after them. Only for entries nothing waits on and whose loss a replay tolerates
-        (a desk's repeated observation of a terminal: a restart demands a fresh look anyway)."""
-        if entries:
-            self._queue(entries, MAX_ENTRY_BYTES)
+        """Journal entries without waiting for an fsync: they become durable with the next `append` (whose
+        fsync covers every byte before its own) or `aclose`. Unless a batch is being written, they are written
+        into the file at once (write(2), no fsync), as the trace is: from then on the death of this process
+        cannot lose them (the kernel holds them), and a reader of the running store sees them; a machine
+        crash before the next fsync can, and then loses only them, never anything after them. Only for
+        entries nothing waits on and whose loss a replay tolerates (a desk's repeated observation of a
+        terminal: a restart demands a fresh look anyway). A failed write stops the store (StoreFailed)."""
+        if not entries:
+            return
+        batch, _ = self._queue(entries, MAX_ENTRY_BYTES)
+        if self._fd is None or self._write_lock.locked():
+            return  # a new segment is made by the next flush; one being written takes these in the next
+        try:
+            write_all(self._ops, self._fd, b"".join(batch.lines[batch.written :]))
+        except Exception as exc:
+            raise self._fail(exc) from exc
+        batch.written = len(batch.lines)
 
     def _queue(self, entries: Sequence[Mapping[str, object]], max_bytes: int) -> tuple[_Batch, int]:
         """Encode `entries` into the open batch (all or none); the batch and the first entry's seq."""
@@ -245,7 +257,8 @@ class JournalStore:
             batch.done = True
             return
         new_segment = self._fd is None
-        data = b"".join(batch.lines)
+        assert not (new_segment and batch.written), "written lines belong to the current segment"
+        data = b"".join(batch.lines[batch.written :])
         try:
             if new_segment or self._flush_seconds >= INLINE_FLUSH_S:
                 self._fd, elapsed = await trio.to_thread.run_sync(self._timed_write, self._fd, data)
@@ -326,6 +339,13 @@ class JournalStore:
             self._checkpoints = [name]
             with trio.CancelScope(shield=True):
                 async with self._write_lock:
+                    batch = self._open_batch
+                    if batch is not None and batch.written:
+                        # Lines `enqueue` wrote into this segment are made durable in it first: the
+                        # compaction below may delete it, and the next segment must not repeat them.
+                        await self._flush(batch)
+                        if batch.error is not None:
+                            raise StoreFailed(f"{self._dir}: written entries not durable") from batch.error
                     # Later appends start a new segment, so the current one can be deleted wholesale by the
                     # next checkpoint; no file is ever rewritten.
                     rotated, self._fd = self._fd, None

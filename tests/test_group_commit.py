@@ -54,14 +54,29 @@ async def test_append_all_is_one_fsync_and_enqueued_entries_ride_the_next(tmp_pa
     assert await store.append_all([{"n": 1}, {"n": 2}, {"n": 3}]) == [1, 2, 3]
     first_segment = ops.fsyncs - before  # a new segment: the file and its directory
     store.enqueue([{"n": 4}, {"n": 5}])
-    assert scan_store(tmp_path / "s", FileOps()).recovery.last_seq == 3  # queued, not written
-    assert store.durable_seq == 3
+    assert scan_store(tmp_path / "s", FileOps()).recovery.last_seq == 5  # written at once, not fsynced
+    assert store.durable_seq == 3 and ops.fsyncs - before == first_segment
     assert await store.append({"n": 6}) == 6
     assert ops.fsyncs - before == first_segment + 1  # 4, 5 and 6 shared one fsync
     store.enqueue([{"n": 7}])
     await store.aclose()  # writes what is queued
     entries = scan_store(tmp_path / "s", FileOps()).recovery.entries
     assert [(e.seq, e.body["n"]) for e in entries] == [(n, n) for n in range(1, 8)]
+
+
+async def test_what_enqueue_wrote_survives_a_checkpoint_that_rotates_its_segment(tmp_path: Path) -> None:
+    """An entry `enqueue` wrote (not fsynced) into the current segment is made durable there before a
+    checkpoint rotates and compacts that segment: never deleted with it, never written again in the next."""
+    store, _ = await JournalStore.open(tmp_path / "s", ops=CountingOps())
+    assert await store.append_all([{"n": 1}, {"n": 2}, {"n": 3}]) == [1, 2, 3]
+    store.enqueue([{"n": 4}])
+    await store.checkpoint(3, {"state": 3})
+    assert store.durable_seq == 4
+    assert await store.append({"n": 5}) == 5
+    await store.aclose()
+    recovery = scan_store(tmp_path / "s", FileOps()).recovery
+    assert (recovery.checkpoint_seq, recovery.checkpoint) == (3, {"state": 3})
+    assert [(e.seq, e.body["n"]) for e in recovery.entries] == [(4, 4), (5, 5)]
 
 
 class TypingTerminals(FakeTerminals):

@@ -84,7 +84,7 @@ async def busy_team(home: Path) -> AsyncIterator[tuple[Daemon, Api]]:
         yield daemon, await Api.open(daemon, keys["alice"])
 
 
-async def test_this_desks_report_costs_the_ledger_no_fsync_and_rides_the_next_append(
+async def test_this_desks_report_costs_the_ledger_no_fsync_and_is_written_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with busy_team(tmp_path) as (daemon, alice):
@@ -92,10 +92,9 @@ async def test_this_desks_report_costs_the_ledger_no_fsync_and_rides_the_next_ap
         with ledger_fsyncs(monkeypatch, tmp_path) as fsyncs:
             await until(lambda: reported(question_delivery(daemon, "q1")))
         assert fsyncs == [], "the desk's report of q1 had an fsync of its own"
-        assert "t1/q1/question" not in recorded_deliveries(tmp_path), "journaled before any append"
-        await alice("ask", "t1", id="q2", to="bob", text="And the host?")
-        on_disk = recorded_deliveries(tmp_path)
-        assert "t1/q1/question" in on_disk, "q2's durable append did not carry the report that rode it"
+        # Written at once (a reader of the running store sees it; killing the daemon cannot lose it), made
+        # durable by the team's next append.
+        assert "t1/q1/question" in recorded_deliveries(tmp_path)
 
 
 async def test_a_paired_machines_report_is_durable_before_the_owner_shows_it(
@@ -138,9 +137,11 @@ def _view_of_q1(socket: Path) -> dict[str, object] | None:
     return None if delivery is None else {"state": delivery["state"], "reason": delivery["reason"]}
 
 
-async def test_a_report_lost_with_sigkill_is_the_desks_word_again_after_the_restart(tmp_path: Path) -> None:
-    """Seed: "recoverable after a crash" — a report that rode and was lost when the daemon was killed is
-    told again by the desk at the next start, so the owner's view is the desk's word once more."""
+async def test_a_report_lost_with_a_crash_is_the_desks_word_again_after_the_restart(tmp_path: Path) -> None:
+    """Seed: "recoverable after a crash". A report that rides is written at once, so killing the daemon
+    loses none; a machine crash before the next fsync can lose it (cut here from the journal's end, as only
+    a suffix is ever lost), and then the desk tells it again at the next start: the owner's view is the
+    desk's word once more."""
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
     child = subprocess.Popen([sys.executable, "-m", "tests.test_reports_ride", str(home)], cwd=Path.cwd())
@@ -160,7 +161,8 @@ async def test_a_report_lost_with_sigkill_is_the_desks_word_again_after_the_rest
     finally:
         child.kill()  # SIGKILL: no shutdown path runs, nothing that rode is written
         child.wait(10)
-    assert "t1/q1/question" not in recorded_deliveries(home), "the report was durable: the test saw no loss"
+    assert "t1/q1/question" in recorded_deliveries(home), "the report was lost with the process"
+    assert "t1/q1/question" in drop_trailing_reports(home)  # what a machine crash may take
 
     async with running(home, terminals=lambda r: FakeTerminals(BUSY), runner_timing=TIMING) as daemon:
         await until(lambda: reported(question_delivery(daemon, "q1")))
