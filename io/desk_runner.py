@@ -674,15 +674,14 @@ def _unheeded(
     outcomes: Sequence[Accepted[d.Desk] | Rejected],
     reports_ride: Callable[[str], bool],
 ) -> bool:
-    """Steps whose loss a restart repairs and whose effects stay in this process or go only to an owner that
-    repairs them too: a look at a terminal or a tick (a restart demands a fresh look, and ticks again), the
-    requests a team's effects become (core `TeamRequest`), of a team owned here (`reports_ride`): at its start
-    its owner restates every notice a desk lacks, and every hold, release and withdrawal, and this desk
-    writes nothing before those are applied (`gate_writes`). Never a member's read, nor a paired owner's
-    request (nothing restates to this desk when only this machine restarts). Their effects: a
-    recheck, a timer (no licence to write), or a report to an owner whose ledger lets it ride and who
-    restates (`reports_ride`: a team owned here; the desk tells it every notice's state again at each start).
-    Their journal entries ride the next durable append; a crash before it loses only them."""
+    """Steps whose loss a restart repairs, and whose effects stay in this process or go only to an owner
+    that repairs them too. The steps: a look at a terminal or a tick (a restart demands a fresh look, and
+    ticks again), and the requests a team's effects become (core `TeamRequest`) for a team owned here
+    (`reports_ride`): at its start that owner restates every notice a desk lacks and every hold, release and
+    withdrawal, and this desk writes nothing before those are applied (`gate_writes`). Never a member's
+    read, nor a paired owner's request (nothing restates to this desk when only this machine restarts). The
+    effects: a recheck, a timer (no licence to write), or a report to such an owner, whose ledger lets it
+    ride. Their journal entries ride the next durable append; a machine crash before it loses only them."""
     return all(
         (
             isinstance(command, d.Observe | d.Tick)

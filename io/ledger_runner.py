@@ -175,9 +175,8 @@ def ledger_events(before: Team | None, after: Team, command: TeamCommand) -> lis
             events.append({**reply, "late": answer.late})
     if before is not None and not _only_opened(before.open_deadlines, after.open_deadlines, asked):
         ended_now = set(before.open_deadlines).difference(after.open_deadlines)
-        for deadline in before.open_deadlines if ended_now else ():
-            exchange_id = deadline[1]
-            ended = after.exchanges.get(exchange_id) if deadline in ended_now else None
+        for _, exchange_id in (deadline for deadline in before.open_deadlines if deadline in ended_now):
+            ended = after.exchanges.get(exchange_id)
             if ended is None:
                 continue
             event = {"type": "question_ended", **base, "exchangeId": exchange_id, "state": ended.state.value}
@@ -199,8 +198,9 @@ def _only_opened(before: Deadlines, after: Deadlines, asked: Exchange | None) ->
         return True
     if asked is None or len(after) != len(before) + 1:
         return False
-    at = bisect.bisect_left(after, (asked.deadline_at, asked.id))
-    return after[at] == (asked.deadline_at, asked.id) and after[:at] + after[at + 1 :] == before
+    added = (asked.deadline_at, asked.id)
+    at = bisect.bisect_left(after, added)
+    return at < len(after) and after[at] == added and after[:at] + after[at + 1 :] == before
 
 
 class ReplayError(Exception):
@@ -371,12 +371,12 @@ class LedgerRunner:
     async def report(self, report: DeliveryReport, *, rides: bool = False) -> None:
         """Record a destination's report (this desk's, or a paired machine's) in the owner ledger.
 
-        With `rides` (a report of this machine's own desk, about a team owned here) its journal entry waits
-        for no fsync of its own: it becomes durable with the team's next append, or when the store closes.
-        The desk made the fact durable in its own journal before reporting it, and it tells the owner every
-        notice's state again at each start, so a crash that loses such entries (only ever the journal's
-        last ones) loses nothing a restart does not restore (spec/team-v1.md, Durability). A paired
-        machine's report is appended durably: nothing there repeats it when this daemon restarts."""
+        With `rides` (a report of this machine's own desk, about a team owned here) its journal entry is
+        written at once but waits for no fsync of its own (`JournalStore.enqueue`): it becomes durable with
+        the team's next append, or when the store closes. The desk tells the owner every notice's state
+        again at each start, so a machine crash that loses such entries (only ever the journal's last ones)
+        loses nothing a restart does not restore (spec/team-v1.md, Choices). A paired machine's report is
+        appended durably: nothing there repeats it when this daemon restarts."""
         command = RecordDelivery(0, report.team_id, report.notice_id, report.state, report.reason)
         # Shutting down: a lost observation is one the destination reports again after the restart.
         with contextlib.suppress(trio.ClosedResourceError):

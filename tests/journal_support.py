@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
 
 from harness.io.fileops import PRIVATE_FILE_MODE, FileOps
 from harness.io.journal import JournalStore
@@ -96,3 +101,23 @@ class FaultyOps(FileOps):
 
 def os_error(code: int) -> OSError:
     return OSError(code, os.strerror(code))
+
+
+def hold_checkpoint_encoding(
+    monkeypatch: pytest.MonkeyPatch, runner: ModuleType, state: type, deadline: float
+) -> tuple[threading.Event, threading.Event]:
+    """Make `runner`'s `to_json` of a `state` (a desk, a team) wait for the second event, once the first
+    says it started, and fail if it runs on the event loop's own thread: that would stop everything else
+    for the whole encoding."""
+    encoding, release = threading.Event(), threading.Event()
+    real_to_json = runner.to_json
+
+    def held_to_json(value: Any) -> Any:
+        if isinstance(value, state):
+            assert threading.current_thread() is not threading.main_thread(), f"{state.__name__} on the loop"
+            encoding.set()
+            assert release.wait(deadline)
+        return real_to_json(value)
+
+    monkeypatch.setattr(runner, "to_json", held_to_json)
+    return encoding, release

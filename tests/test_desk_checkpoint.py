@@ -4,15 +4,13 @@
 # seq it covers, survive its compaction, and are replayed after it.
 from __future__ import annotations
 
-import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
 
 from harness.core import delivery as d
-from harness.core.codec import from_json, to_json
+from harness.core.codec import from_json
 from harness.core.limits import DEFAULT_LIMITS
 from harness.io import desk_runner
 from harness.io.daemon import now_ms
@@ -21,25 +19,17 @@ from harness.io.fileops import FileOps
 from harness.io.journal import CheckpointPolicy
 from harness.io.journal_files import delivery_store_dir, scan_store
 from harness.io.team_delivery import DeliveryReport
+from tests.journal_support import hold_checkpoint_encoding
 
 MACHINE = "m1"
+
 DEADLINE = 60.0  # generous: the suite runs on a loaded two-core machine
 
 
 async def test_steps_go_on_while_the_desk_checkpoint_is_encoded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    encoding, release = threading.Event(), threading.Event()
-    real_to_json = to_json
-
-    def slow_to_json(value: Any) -> Any:
-        # The event loop's own thread must never encode a desk: it would stop everything else for it.
-        assert threading.current_thread() is not threading.main_thread(), "a desk encoded on the event loop"
-        encoding.set()
-        assert release.wait(DEADLINE)
-        return real_to_json(value)
-
-    monkeypatch.setattr(desk_runner, "to_json", slow_to_json)
+    encoding, release = hold_checkpoint_encoding(monkeypatch, desk_runner, d.Desk, DEADLINE)
 
     async def report(one: DeliveryReport) -> None:
         pass

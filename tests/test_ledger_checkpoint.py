@@ -4,14 +4,12 @@
 # seq it covers, survive its compaction and are replayed after it.
 from __future__ import annotations
 
-import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
 
-from harness.core.codec import from_json, to_json
+from harness.core.codec import from_json
 from harness.core.limits import DEFAULT_LIMITS
 from harness.core.records import Team
 from harness.io import ledger_runner
@@ -19,6 +17,7 @@ from harness.io.fileops import FileOps
 from harness.io.journal import CheckpointPolicy
 from harness.io.journal_files import ledger_store_dir, scan_store
 from harness.io.ledger_runner import replay
+from tests.journal_support import hold_checkpoint_encoding
 from tests.test_daemon import Api, running, team_with_keys
 
 DEADLINE = 60.0  # generous: the suite runs on a loaded two-core machine
@@ -27,18 +26,7 @@ DEADLINE = 60.0  # generous: the suite runs on a loaded two-core machine
 async def test_asks_are_answered_while_a_team_checkpoint_is_encoded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    encoding, release = threading.Event(), threading.Event()
-    real_to_json = to_json
-
-    def slow_to_json(value: Any) -> Any:
-        if isinstance(value, Team):
-            # The event loop's own thread must never encode a team: every commit would wait for it.
-            assert threading.current_thread() is not threading.main_thread(), "a team encoded on the loop"
-            encoding.set()
-            assert release.wait(DEADLINE)
-        return real_to_json(value)
-
-    monkeypatch.setattr(ledger_runner, "to_json", slow_to_json)
+    encoding, release = hold_checkpoint_encoding(monkeypatch, ledger_runner, Team, DEADLINE)
     # Default limits: four asks in a row always fit (the test limits' three open questions might not, when
     # the checkpoint comes due only with the fourth durable entry after the reports that rode).
     async with running(tmp_path, DEFAULT_LIMITS, checkpoint_policy=CheckpointPolicy(every=4)) as daemon:
