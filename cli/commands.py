@@ -12,10 +12,12 @@ import secrets
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn
 
 from harness.cli import output
+from harness.core.actions import TEAM_ACTIONS, Answer, Kind, Refers, TeamAction
 from harness.core.bounded_json import JsonRefused, parse_json
 from harness.io import home as homes
 from harness.io.client import (
@@ -418,25 +420,8 @@ def run_add(opts: Options, v: Values) -> None:
     show(opts, call(opts, "add", data, operation_id=str(data["id"]), retry=retry), output.show_member)
 
 
-def run_remove(opts: Options, v: Values) -> None:
-    member = resolve_member(opts, v["membership_id"])
-    show(opts, call(opts, "remove", {"memberId": member}), output.show_member)
-
-
 def run_key(opts: Options, v: Values) -> None:
     show(opts, call(opts, "key", {"memberId": resolve_member(opts, v["member"])}), output.show_mapping)
-
-
-def run_pause(opts: Options, v: Values) -> None:
-    show(opts, call(opts, "pause"), output.show_team)
-
-
-def run_resume(opts: Options, v: Values) -> None:
-    show(opts, call(opts, "resume"), output.show_team)
-
-
-def run_archive(opts: Options, v: Values) -> None:
-    show(opts, call(opts, "archive"), output.show_team)
 
 
 def _ttl_detail(opts: Options, ttl: float | None, rejection: RemoteError) -> str:
@@ -520,18 +505,6 @@ def run_resolve(opts: Options, v: Values) -> None:
         usage(opts, "give exactly one of --landed and --lost")
     fields = {"noticeId": v["notice_id"], "landed": bool(v["landed"])}
     show(opts, call(opts, "delivery_resolve", fields), output.show_mapping)
-
-
-def run_cancel(opts: Options, v: Values) -> None:
-    fields = {"questionId": resolve_question(opts, v["question_id"]), "reason": v["reason"]}
-    show(opts, call(opts, "cancel", fields), output.show_exchange, named=True)
-
-
-def run_expire(opts: Options, v: Values) -> None:
-    if v["reason"] is None:
-        usage(opts, "give --reason: why the question ends, like no_answer")
-    fields = {"questionId": resolve_question(opts, v["question_id"]), "reason": v["reason"]}
-    show(opts, call(opts, "expire", fields), output.show_exchange, named=True)
 
 
 def run_usage(opts: Options, v: Values) -> None:
@@ -733,7 +706,6 @@ COMMON_HELP: dict[str, str] = {
 }
 
 # What `create`, `add` and `init` say of a member: the shape is otherwise only in the protocol's spec.
-REASON_HELP = "Why, as the question will show it: 1 to 32 of a-z and '_', like no_answer."
 AGENT_ID_HELP = (
     "A member is {machineId, agentId, name, role?}: agentId names an agent on the machine machineId "
     "(`harness agent list` shows this machine's). It need not run yet: the member's notices wait "
@@ -753,7 +725,64 @@ class Spec:
     about: dict[str, str] = field(default_factory=dict)  # help of each argument (by name) and option
 
 
-SPECS: dict[str, Spec] = {
+# The typed commands of the action table (core/actions.py): each generated from its row, run by `run_action`.
+CLI_KINDS: dict[Kind, str] = {Kind.TEXT: "str", Kind.INT: "int", Kind.BOOL: "flag", Kind.TEXT_LIST: "list"}
+RENDERERS: dict[Answer, Callable[[Any, output.Look], None]] = {
+    Answer.TEAM: output.show_team,
+    Answer.EXCHANGE: output.show_exchange,
+    Answer.MEMBER: output.show_member,
+}
+
+
+def _python_name(cli: str) -> str:
+    """The name an argument (`question_id`) or option (`--reason`) is given to a command's function by."""
+    return cli.removeprefix("--").replace("-", "_")
+
+
+def run_action(action: TeamAction, opts: Options, v: Values) -> None:
+    """A typed command as its row declares it: each field the CLI takes, with a question or member given by
+    a unique prefix made whole, is sent under its wire name; the answer is shown as its kind is."""
+    fields: dict[str, Any] = {}
+    for declared in action.fields:
+        if declared.cli is None:
+            continue
+        value = v[_python_name(declared.cli)]
+        if value is None and declared.required:  # an option (an argument is never absent)
+            usage(opts, f"give {declared.cli}: {declared.help}")
+        if declared.refers is Refers.QUESTION:
+            value = resolve_question(opts, value)
+        elif declared.refers is Refers.MEMBER:
+            value = resolve_member(opts, value)
+        fields[declared.wire] = value
+    assert action.answer is not None
+    result = call(opts, action.name, fields or None)
+    show(opts, result, RENDERERS[action.answer], named=action.answer is Answer.EXCHANGE)
+
+
+def typed_spec(action: TeamAction) -> Spec:
+    """The command of a typed row: its fields' `cli` names are its arguments (as named) and options."""
+    assert action.help is not None
+    taken = {declared.cli: declared for declared in action.fields if declared.cli is not None}
+    arguments = [(cli, declared) for cli, declared in taken.items() if not cli.startswith("--")]
+    return Spec(
+        partial(run_action, action),
+        action.help,
+        tuple(cli for cli, declared in arguments if declared.required),
+        tuple(cli for cli, declared in arguments if not declared.required),
+        options={
+            cli: (_python_name(cli), CLI_KINDS[declared.kind])
+            for cli, declared in taken.items()
+            if cli.startswith("--")
+        },
+        about={cli: declared.help for cli, declared in taken.items() if declared.help},
+    )
+
+
+TYPED_SPECS: dict[str, Spec] = {
+    name: typed_spec(action) for name, action in TEAM_ACTIONS.items() if action.help is not None
+}
+
+WRITTEN_SPECS: dict[str, Spec] = {
     "init": Spec(
         run_init,
         "Write team.json for a first team of this machine's agents; then `harness team create --file "
@@ -789,21 +818,12 @@ SPECS: dict[str, Spec] = {
         options={"--file": ("file", "path")},
         about={"--file": 'member.json: {"id"?, "machineId", "agentId", "name", "role"?}; - for stdin.'},
     ),
-    "remove": Spec(
-        run_remove,
-        "Remove a member; its key stops working, its exchanges stay attributable.",
-        ("membership_id",),
-        about={"membership_id": "Membership id (or a unique prefix)."},
-    ),
     "key": Spec(
         run_key,
         "Owner only: a member's private key, its key file and the command prefix its introduction teaches.",
         ("member",),
         about={"member": "Membership id (or a unique prefix) or name."},
     ),
-    "pause": Spec(run_pause, "Hold new questions and unsent notices."),
-    "resume": Spec(run_resume, "Release held work."),
-    "archive": Spec(run_archive, "Keep the record, cancel pending work."),
     "ask": Spec(
         run_ask,
         "Ask a teammate; the operation id becomes the question id.",
@@ -858,21 +878,6 @@ SPECS: dict[str, Spec] = {
         {"seconds": DEFAULT_WAIT_SECONDS},
         {"--seconds": "Give up after this long (never cancels)."},
     ),
-    "cancel": Spec(
-        run_cancel,
-        "Cancel your open question (withdraws its unsent notice; never interrupts the peer).",
-        ("question_id",),
-        options={"--reason": ("reason", "str")},
-        about={"--reason": REASON_HELP},
-    ),
-    "expire": Spec(
-        run_expire,
-        "Owner: end an open question `expired` now, saying why (withdraws its unsent notice; never an "
-        "answer, so a reply after it is late).",
-        ("question_id",),
-        options={"--reason": ("reason", "str")},
-        about={"--reason": REASON_HELP},
-    ),
     "delivery": Spec(
         run_delivery,
         "Owner: ask the destination's desk what became of a notice (through the relay for a paired machine); "
@@ -916,6 +921,8 @@ SPECS: dict[str, Spec] = {
         "[--offset N]. Notes are pulled with `board notes`, never pushed into a terminal.",
     ),
 }
+# Every `harness team` command of one word but `board`'s: the written ones, then the typed ones.
+SPECS: dict[str, Spec] = {**WRITTEN_SPECS, **TYPED_SPECS}
 
 # `harness team board ...`: commands named by their words (`board` alone, in SPECS, shows the board).
 BOARD_WRITE_OPTIONS: dict[str, tuple[str, str]] = {

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 import attrs
 from immutables import Map
 
+from .actions import OWNER_COMMANDS
 from .commands import (
     COMMAND_NAMES,
     AddMember,
@@ -142,9 +143,6 @@ TEAM_GATE: Mapping[tuple[TeamState, str], TeamState | ErrorCode] = {
     (T.ARCHIVED, "record_delivery"): T.ARCHIVED,
 }
 
-OWNER_ONLY = frozenset(
-    {"create", "pause", "resume", "archive", "add", "remove", "expire", "tick", "record_delivery"}
-)
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*")
 
@@ -156,7 +154,7 @@ def step(
 ) -> Accepted[Ledger] | Rejected:
     """Apply one command to the owner's ledger. Never raises for any command value."""
     name = COMMAND_NAMES[type(command)]
-    if name in OWNER_ONLY and command.member_key is not None:
+    if name in OWNER_COMMANDS and command.member_key is not None:
         return reject(E.UNAUTHORIZED, f"'{name}' is an owner operation; member keys cannot manage a team")
     if isinstance(command, CreateTeam):
         return _create_team(ledger, command, limits)

@@ -5,9 +5,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from harness.core.actions import TEAM_ACTIONS, Field, Kind
 from harness.core.bounded_json import JsonRefused, parse_json
 
 PROTOCOL: Final = "team.v1"
@@ -45,59 +47,8 @@ UNAUTHORIZED: Final = "unauthorized"
 INCOMPATIBLE: Final = "incompatible"
 
 
-@dataclass(frozen=True, slots=True)
-class Action:
-    fields: frozenset[str]
-    needs_team: bool = True
-    owner_only: bool = False
-
-
-def _action(*fields: str, needs_team: bool = True, owner_only: bool = False) -> Action:
-    return Action(frozenset(fields), needs_team, owner_only)
-
-
-ACTIONS: Final[dict[str, Action]] = {
-    "capabilities": _action(needs_team=False),
-    "create": _action("id", "name", "members", needs_team=False, owner_only=True),
-    "list": _action(needs_team=False, owner_only=True),
-    "get": _action(owner_only=True),
-    "members": _action(),
-    "add": _action("id", "machineId", "agentId", "name", "role", owner_only=True),
-    "remove": _action("memberId", owner_only=True),
-    "key": _action("memberId", owner_only=True),
-    "pause": _action(owner_only=True),
-    "resume": _action(owner_only=True),
-    "archive": _action(owner_only=True),
-    "ask": _action("id", "to", "text", "context", "ttlMs", "parentId", "notify", "from"),
-    "reply": _action("questionId", "text", "evidence", "memberId"),
-    "inbox": _action(),
-    "status": _action("questionId"),
-    "wait": _action("questionId", "seconds"),
-    "cancel": _action("questionId", "reason"),
-    "expire": _action("questionId", "reason", owner_only=True),
-    "delivery_check": _action("questionId", "notice", owner_only=True),
-    "delivery_inspect": _action("noticeId", owner_only=True),
-    "delivery_resolve": _action("noticeId", "landed", owner_only=True),
-    "usage": _action(),
-    "subscribe": _action("deltas", owner_only=True),
-    "board_get": _action(),
-    "board": _action("id", "generation", "command"),
-    "agent_register": _action(
-        "agentId",
-        "name",
-        "engine",
-        "tmux",
-        "cwd",
-        "startedBy",
-        "inboxOnly",
-        needs_team=False,
-        owner_only=True,
-    ),
-    "agent_list": _action(needs_team=False, owner_only=True),
-    "agent_show": _action("agentId", needs_team=False, owner_only=True),
-    "agent_remove": _action("agentId", needs_team=False, owner_only=True),
-    "daemon_status": _action(needs_team=False, owner_only=True),
-}
+# Who may send each action and the fields its frame may carry: core/actions.py, the one table of actions.
+ACTIONS: Final = TEAM_ACTIONS
 
 _FRAME_KEYS: Final = frozenset({"type", "requestId", "action", "teamId", "memberKey", "ownerToken"})
 
@@ -164,6 +115,15 @@ class Request:
             raise self._fail(f"'{name}' must be a list of strings")
         return tuple(value)
 
+    def read(self, declared: Field) -> Any:
+        """`declared`'s value as its kind reads it (core/actions.py); None when an optional one is absent."""
+        if declared.required and declared.kind is Kind.TEXT:
+            return self.text(declared.wire)
+        value = _READERS[declared.kind](self, declared.wire)
+        if declared.required and value is None:
+            raise self._fail(f"'{declared.wire}' is required")
+        return value
+
     def object_list(self, name: str) -> tuple[dict[str, Any], ...]:
         value = self.fields.get(name)
         if value is None:
@@ -171,6 +131,14 @@ class Request:
         if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
             raise self._fail(f"'{name}' must be a list of objects")
         return tuple(value)
+
+
+_READERS: Final[dict[Kind, Callable[[Request, str], Any]]] = {
+    Kind.TEXT: Request.opt_text,
+    Kind.INT: Request.opt_int,
+    Kind.BOOL: Request.opt_bool,
+    Kind.TEXT_LIST: Request.text_list,
+}
 
 
 def parse_frame(message: str | bytes) -> dict[str, Any]:
@@ -206,7 +174,7 @@ def parse_request(message: str | bytes) -> Request:
     if spec.needs_team and strings["teamId"] is None:
         raise FrameError(f"'{action}' needs a 'teamId'", request_id)
     fields = {key: value for key, value in data.items() if key not in _FRAME_KEYS}
-    unknown = sorted(set(fields) - spec.fields)
+    unknown = sorted(set(fields) - spec.field_names)
     if unknown:
         raise FrameError(f"'{action}' has no field {', '.join(map(repr, unknown))}", request_id)
     return Request(request_id, action, strings["teamId"], strings["memberKey"], strings["ownerToken"], fields)

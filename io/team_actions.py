@@ -10,21 +10,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from harness.core.actions import TEAM_ACTIONS, Answer, Refers, TeamAction
 from harness.core.codec import exchange_view, member_view, team_summary, team_view
-from harness.core.commands import (
-    AddMember,
-    ArchiveTeam,
-    Ask,
-    Cancel,
-    CreateTeam,
-    Expire,
-    NewMember,
-    PauseTeam,
-    RemoveMember,
-    Reply,
-    ResumeTeam,
-    TeamCommand,
-)
+from harness.core.commands import COMMAND_NAMES, AddMember, CreateTeam, NewMember, TeamCommand
 from harness.core.errors import ErrorCode
 from harness.core.records import Exchange, Membership, Team
 from harness.core.remote_grant import observable
@@ -38,6 +26,15 @@ ID_BYTES = 16
 KEY_BYTES = 24
 
 E = ErrorCode
+
+# The ledger command of each name, which a command action of that name builds.
+COMMAND_CLASSES: dict[str, Callable[..., TeamCommand]] = {name: cls for cls, name in COMMAND_NAMES.items()}
+# The record a command action's answer shows, and its view.
+VIEWS: dict[Answer, tuple[type, Callable[[Any], object]]] = {
+    Answer.TEAM: (Team, team_view),
+    Answer.EXCHANGE: (Exchange, exchange_view),
+    Answer.MEMBER: (Membership, member_view),
+}
 
 
 def draw_id() -> str:
@@ -69,8 +66,29 @@ def _new_member(data: dict[str, Any], operation_id: str | None, default_id: str)
     )
 
 
+def build_command(
+    action: TeamAction, request: Request, member_ref: Callable[[str | None], str | None]
+) -> tuple[TeamCommand, str | None]:
+    """The ledger command of a command action, and its operation id: each field present fills its attribute
+    (an absent optional one leaves the command's default), an absent operation id is drawn, and `member_ref`
+    turns a member's name into its membership id. Raises FrameError for a field of the wrong kind."""
+    values: dict[str, Any] = {}
+    operation_id = None
+    for declared in action.fields:
+        value = request.read(declared)
+        if declared.refers is Refers.OPERATION:
+            value = operation_id = value or draw_id()
+        elif declared.refers is Refers.MEMBER:
+            value = member_ref(value)
+        if value is not None:
+            values[declared.attribute] = value
+    command = COMMAND_CLASSES[action.name](0, team_id(request), member_key=request.member_key, **values)
+    return command, operation_id
+
+
 class TeamActions:
-    """list, create, get, members, add, remove, key, pause, resume, archive, ask, reply, cancel and expire."""
+    """list, create, get, members, add and key by hand; remove, pause, resume, archive, ask, reply, cancel and
+    expire from their rows in the action table."""
 
     def __init__(
         self,
@@ -85,22 +103,33 @@ class TeamActions:
         self._roster_changed = roster_changed  # the board's members follow the team's
 
     def handlers(self) -> dict[str, Handler]:
+        """The hand-written handlers, and one built from its row for each command action with an answer."""
+        built = {
+            name: partial(self._command, action)
+            for name, action in TEAM_ACTIONS.items()
+            if action.command and action.answer is not None
+        }
         return {
             "list": self.list_teams,
             "create": self.create,
             "get": self.get,
             "members": self.members,
             "add": self.add,
-            "remove": self.remove,
             "key": self.key,
-            "pause": partial(self._lifecycle, PauseTeam),
-            "resume": partial(self._lifecycle, ResumeTeam),
-            "archive": partial(self._lifecycle, ArchiveTeam),
-            "ask": self.ask,
-            "reply": self.reply,
-            "cancel": self.cancel,
-            "expire": self.expire,
+            **built,
         }
+
+    async def _command(self, action: TeamAction, request: Request) -> object:
+        """A command action as its row declares it; the answer is the view of the record the ledger
+        returned."""
+        command, operation_id = build_command(action, request, partial(self._member_ref, request))
+        record = await self.access.run(command, operation_id)
+        assert action.answer is not None
+        kind, view = VIEWS[action.answer]
+        assert isinstance(record, kind)
+        if action.answer is Answer.MEMBER:
+            await self._follow(request)
+        return view(record)
 
     def _member_ref(self, request: Request, ref: str | None) -> str | None:
         """A membership id for `ref`, which people may give as an active member's name."""
@@ -169,14 +198,6 @@ class TeamActions:
         await self._follow(request)
         return member_view(result)
 
-    async def remove(self, request: Request) -> object:
-        member_id = self._member_ref(request, request.text("memberId"))
-        assert member_id is not None
-        result = await self.access.run(RemoveMember(0, team_id(request), member_id))
-        assert isinstance(result, Membership)
-        await self._follow(request)
-        return member_view(result)
-
     async def _follow(self, request: Request) -> None:
         team = self.access.ledger.durable.teams.get(team_id(request))
         if team is not None:
@@ -200,53 +221,3 @@ class TeamActions:
             "keyFile": key_file,
             "command": command,
         }
-
-    async def _lifecycle(self, make: Callable[[int, str], TeamCommand], request: Request) -> object:
-        team = await self.access.run(make(0, team_id(request)))
-        assert isinstance(team, Team)
-        return team_view(team)
-
-    async def ask(self, request: Request) -> object:
-        question_id = request.opt_text("id") or draw_id()
-        notify = request.opt_bool("notify")
-        command = Ask(
-            0,
-            team_id(request),
-            question_id,
-            request.text("to"),
-            request.text("text"),
-            context=request.opt_text("context"),
-            ttl_ms=request.opt_int("ttlMs"),
-            parent_id=request.opt_text("parentId"),
-            notify=True if notify is None else notify,
-            from_=request.opt_text("from"),
-            member_key=request.member_key,
-        )
-        return await self._exchange(command, question_id)
-
-    async def reply(self, request: Request) -> object:
-        command = Reply(
-            0,
-            team_id(request),
-            request.text("questionId"),
-            request.text("text"),
-            evidence=request.text_list("evidence"),
-            member_id=self._member_ref(request, request.opt_text("memberId")),
-            member_key=request.member_key,
-        )
-        return await self._exchange(command)
-
-    async def cancel(self, request: Request) -> object:
-        question_id, reason = request.text("questionId"), request.opt_text("reason")
-        command = Cancel(0, team_id(request), question_id, member_key=request.member_key, reason=reason)
-        return await self._exchange(command)
-
-    async def expire(self, request: Request) -> object:
-        question_id, reason = request.text("questionId"), request.text("reason")
-        command = Expire(0, team_id(request), question_id, reason, member_key=request.member_key)
-        return await self._exchange(command)
-
-    async def _exchange(self, command: TeamCommand, operation_id: str | None = None) -> object:
-        exchange = await self.access.run(command, operation_id)
-        assert isinstance(exchange, Exchange)
-        return exchange_view(exchange)

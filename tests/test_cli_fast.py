@@ -89,6 +89,11 @@ def test_typer_hands_the_commands_the_values_the_fast_path_does(monkeypatch: pyt
         ["team", "get", "--team", "t", "--home", "/h", "--json"],
         ["team", "--team", "t", "ask", "bob", "hi", "--team", "u", "--machine", "m"],
         ["team", "inbox", "--key-file", "/k", "--team", "t"],
+        # the typed commands, generated from the action table's rows
+        ["team", "--team", "t", "cancel", "q1", "--reason", "no_answer", "--json"],
+        ["team", "--team", "t", "expire", "q1"],
+        ["team", "--team", "t", "remove", "bob", "--home", "/h"],
+        ["team", "--team", "t", "pause"],
     ):
         parsed = parse_fast(argv)
         assert parsed is not None, argv
