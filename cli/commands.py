@@ -960,6 +960,18 @@ def _task_spec(kind: str, help: str, **options: tuple[str, str]) -> Spec:
     )
 
 
+def _role_spec(kind: str, verb: str, verbs: str) -> Spec:
+    return _writes(
+        Spec(
+            _run_role_change(kind),
+            f"{verb} a role (the owner names the member).",
+            ("name",),
+            options={"--member": ("member", "str")},
+            about={"name": "Role name.", "--member": f"Owner only: the member that {verbs} it."},
+        )
+    )
+
+
 BOARD_SPECS: dict[str, Spec] = {
     "board role": _writes(
         Spec(
@@ -970,24 +982,8 @@ BOARD_SPECS: dict[str, Spec] = {
             about={"name": "Role name.", "--description": "What the role does."},
         )
     ),
-    "board take-role": _writes(
-        Spec(
-            _run_role_change("take_role"),
-            "Take a role (the owner names the member).",
-            ("name",),
-            options={"--member": ("member", "str")},
-            about={"name": "Role name.", "--member": "Owner only: the member that takes it."},
-        )
-    ),
-    "board leave-role": _writes(
-        Spec(
-            _run_role_change("leave_role"),
-            "Leave a role (the owner names the member).",
-            ("name",),
-            options={"--member": ("member", "str")},
-            about={"name": "Role name.", "--member": "Owner only: the member that leaves it."},
-        )
-    ),
+    "board take-role": _role_spec("take_role", "Take", "takes"),
+    "board leave-role": _role_spec("leave_role", "Leave", "leaves"),
     "board task add": _writes(
         Spec(
             run_board_task_add,
