@@ -23,11 +23,11 @@ class Kind(enum.StrEnum):
 
 
 class Refers(enum.StrEnum):
-    """What a text field names, where that changes how it is read."""
+    """What a text field names, where that changes how it is read (the value is the contract's words)."""
 
-    OPERATION = "operation"  # the operation id: the daemon draws one when it is absent
-    MEMBER = "member"  # a membership id, or an active member's name, which the daemon resolves
-    QUESTION = "question"  # a question id, which the CLI also takes as a unique prefix
+    OPERATION = "the operation id"  # the daemon draws one when it is absent
+    MEMBER = "a member's name or id"  # a membership id, or an active member's name, which the daemon resolves
+    QUESTION = "a question id"  # which the CLI also takes as a unique prefix
 
 
 class Answer(enum.StrEnum):

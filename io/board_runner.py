@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Final
 
 import trio
 
@@ -39,15 +40,18 @@ from harness.core.outcome import reject, unchanged
 from harness.core.records import MembershipState, Team
 from harness.io.journal import CheckpointPolicy, JournalStore
 from harness.io.journal_files import MAX_CHECKPOINT_BYTES, TEAMS_DIR, Recovery, StoreError
+from harness.io.journaled import Reducer, Stepper, Violated
 from harness.io.ledger_runner import open_stores, unwritable
 from harness.io.trace import TraceEmit, no_trace
 from harness.io.trace_files import BOARD
 
 E = ErrorCode
 # A broken core invariant (what broke it, the violation) -> the reason the board stops.
-Violated = Callable[[str, tuple[str, str]], str]
 # What a request builds once the runner knows the board's session and the time: the command to step.
 Build = Callable[[Session, int], BoardCommand]
+
+
+BOARD_REDUCER: Final = Reducer(step, step_violations)
 
 
 def boards_dir(data_dir: Path) -> Path:
@@ -135,18 +139,16 @@ class BoardRunner:
         trace: TraceEmit = no_trace,
     ) -> None:
         self.home = home
-        self.clock = clock
         self._trace = trace
         self._teams = teams  # the durable team by id, read under the board's lock
         self.limits = limits
         self._checkpoints = checkpoints
         self._log = log
-        self._violated = violated
+        self._steps = Stepper(BOARD_REDUCER, limits, clock, violated)
         self.boards: dict[str, Board] = {}  # durable boards: what readers see
         self.stores: dict[str, JournalStore] = {}
         self.unavailable: dict[str, str] = {}  # team id -> why its board is stopped
         self._locks: dict[str, trio.Lock] = {}
-        self._last_at = 0
         # Per board: the newest checkpoint record in its journal (seq, board) and the deltas since. When the
         # next one is written the store compacts up to this one, so two checkpoints always remain and a
         # damaged newest one can be scanned back past (seed 002's journal contract).
@@ -162,7 +164,7 @@ class BoardRunner:
         )
         for team_id, (store, recovered) in opened.items():
             self.stores[team_id] = store
-            self._last_at = max(self._last_at, recovered.last_at)
+            self._steps.last_at = max(self._steps.last_at, recovered.last_at)
             self._since[team_id] = recovered.applied
             if recovered.checkpoint is not None:
                 self._snapshots[team_id] = recovered.checkpoint
@@ -223,8 +225,7 @@ class BoardRunner:
         return await self._step(team.id, board, build(board.session, self._now()))
 
     def _now(self) -> int:
-        self._last_at = max(self._last_at, self.clock())
-        return self._last_at
+        return self._steps.stamp()
 
     async def _board_for(self, team: Team) -> Board | Rejected:
         """The board of the team's generation; a board of an earlier generation is moved aside first."""
@@ -261,13 +262,10 @@ class BoardRunner:
         return board
 
     async def _step(self, team_id: str, board: Board, command: BoardCommand) -> BoardOutcome:
-        outcome = step(board, command, self.limits)
-        if self._violated is not None:
-            broken = step_violations(board, command, outcome, self.limits)
-            if broken:  # never applied: the board stops, as for a store that cannot be written
-                why = self._violated(f"{type(command).__name__} on the board of {team_id!r}", broken[0])
-                self._stop(team_id, why)
-                return reject(E.CORRUPT_STATE, why)
+        outcome, why = self._steps.checked(board, command, f"on the board of {team_id!r}")
+        if why is not None:  # never applied: the board stops, as for a store that cannot be written
+            self._stop(team_id, why)
+            return reject(E.CORRUPT_STATE, why)
         if isinstance(outcome, Rejected) or not outcome.changed:
             return outcome
         store = self.stores[team_id]

@@ -217,7 +217,7 @@ class Daemon:
             timing=self._runner_timing,
             checkpoint_policy=self._checkpoints,
             log=self._log,
-            on_violation=partial(self._violated, "a desk command") if self._check else None,
+            violated=self._violated if self._check else None,
             trace=self.traces.emit,
             reports_ride=lambda team_id: not node.owned_elsewhere(team_id),
             gate_writes=True,  # until the start's guards are applied (`_serve`)

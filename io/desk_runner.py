@@ -35,12 +35,13 @@ import functools
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Final
 
 import attrs
 import trio
 
 from harness.core import delivery as d
-from harness.core.codec import desk_command_from_json, desk_command_to_json, from_json, to_json
+from harness.core.codec import desk_command_from_json, desk_command_to_json, to_json
 from harness.core.delivery_invariants import step_violations as desk_step_violations
 from harness.core.errors import ErrorCode, Rejected
 from harness.core.limits import DEFAULT_LIMITS, Limits
@@ -53,6 +54,7 @@ from harness.core.team import REINTRODUCED, replay_limits
 from harness.core.terminal_text import terminal_safe
 from harness.io.journal import CheckpointPolicy, JournalStore
 from harness.io.journal_files import Recovery, StoreError, delivery_store_dir
+from harness.io.journaled import Reducer, ReplayError, Stepper, Violated, replay_entries, restored
 from harness.io.profiles import squash
 from harness.io.team_delivery import DeliveryReport, OwnerRequest, Reporter
 from harness.io.terminal_port import Screen, ScreenState, Terminals, Transcripts, WriteOutcome
@@ -132,31 +134,17 @@ class RunnerTiming:
     turn_watch_ms: int = 10 * 60_000  # how long after a write the runner looks for the agent's turn on it
 
 
-class ReplayError(Exception):
-    pass
+DESK_REDUCER: Final = Reducer(d.step, desk_step_violations)
 
 
 def replay_desk(machine_id: str, recovery: Recovery, limits: Limits) -> d.Desk:
     """Rebuild the desk from its checkpoint and journal (the reducer is deterministic)."""
-    desk = d.empty_desk(machine_id)
-    if recovery.checkpoint is not None:
-        loaded = from_json(recovery.checkpoint, d.Desk)
-        if isinstance(loaded, Rejected):
-            raise ReplayError(f"checkpoint {recovery.checkpoint_seq} is not a desk: {loaded.detail}")
-        if loaded.machine_id != machine_id:
-            raise ReplayError(f"the checkpoint is the desk of machine {loaded.machine_id!r}")
-        desk = loaded
-    for entry in recovery.entries:
-        command = desk_command_from_json(entry.body)
-        if isinstance(command, Rejected):
-            raise ReplayError(f"journal entry {entry.seq} is not a desk command: {command.detail}")
-        outcome = d.step(desk, command, replay_limits(limits))  # admitted under the limits of its day
-        if isinstance(outcome, Rejected):
-            raise ReplayError(
-                f"journal entry {entry.seq} was refused on replay ({outcome.code}: {outcome.detail})"
-            )
-        desk = outcome.state
-    return desk
+    desk = restored(recovery, d.Desk, "desk")
+    if desk is not None and desk.machine_id != machine_id:
+        raise ReplayError(f"the checkpoint is the desk of machine {desk.machine_id!r}")
+    admitted = replay_limits(limits)  # each entry was admitted under the limits of its day
+    start = d.empty_desk(machine_id) if desk is None else desk
+    return replay_entries(DESK_REDUCER, start, recovery, desk_command_from_json, limits=admitted)[0]
 
 
 def desk_events(desk: d.Desk, effects: Sequence[object]) -> list[tuple[str, dict[str, object]]]:
@@ -208,7 +196,7 @@ class DeskRunner:
         timing: RunnerTiming | None = None,
         checkpoint_policy: CheckpointPolicy | None = None,
         log: Callable[[str], None] = lambda line: None,
-        on_violation: Callable[[tuple[str, str]], str] | None = None,
+        violated: Violated | None = None,  # None: invariants are not checked
         trace: TraceEmit = no_trace,
         reports_ride: Callable[[str], bool] = lambda team_id: False,
         gate_writes: bool = False,
@@ -231,15 +219,13 @@ class DeskRunner:
         self._report = report
         self._terminals = terminals
         self._limits = limits
-        # Set by a daemon that checks invariants (its CHECK_ENV): told each violation, it says why to stop.
-        self._on_violation = on_violation
+        self._steps = Stepper(DESK_REDUCER, limits, clock, violated)
         self._clock = clock
         self._timing = timing or RunnerTiming()
         self._checkpoints = checkpoint_policy or CheckpointPolicy()
         self._log = log
         self._store: JournalStore | None = None
         self._lock = trio.Lock()
-        self._last_at = 0
         self._wake = trio.Event()
         self._due: set[str] = set()  # agents whose next notice is due: ask their terminal to write it
         self._attempts: set[str] = set()  # agents whose terminal is at the write boundary now
@@ -291,7 +277,7 @@ class DeskRunner:
         except (StoreError, OSError, ReplayError) as error:
             self._stop_desk(f"{directory}: {error}")
             return
-        self._last_at = _last_at(self.desk)
+        self._steps.last_at = _last_at(self.desk)
         restarted = await self.apply(d.Restart(0))
         assert isinstance(restarted, Accepted) or self.unavailable is not None
         watch_ms = self._timing.turn_watch_ms
@@ -317,7 +303,7 @@ class DeskRunner:
 
     def stamp(self) -> int:
         """The time the desk gives the command it steps now: its clock, never behind a command before."""
-        return max(self._last_at, self._clock())
+        return max(self._steps.last_at, self._clock())
 
     async def apply_all(self, commands: Sequence[d.DeskCommand]) -> list[Accepted[d.Desk] | Rejected]:
         """Step the desk through `commands` in order (group commit): their accepted changes share one durable
@@ -329,14 +315,11 @@ class DeskRunner:
             for request in commands:
                 if self.unavailable is not None:
                     break
-                self._last_at = self.stamp()
-                command = attrs.evolve(request, at=self._last_at)
-                outcome = d.step(desk, command, self._limits)
-                if self._on_violation is not None:
-                    broken = desk_step_violations(desk, command, outcome, self._limits)
-                    if broken:  # never applied: the desk stops, as for a journal that cannot be written
-                        self._stop_desk(self._on_violation(broken[0]))
-                        break
+                command = self._steps.stamped(request)
+                outcome, why = self._steps.checked(desk, command, "on the desk")
+                if why is not None:  # never applied: the desk stops, as for a journal that cannot be written
+                    self._stop_desk(why)
+                    break
                 outcomes.append(outcome)
                 if isinstance(outcome, Accepted) and outcome.changed:
                     desk = outcome.state
@@ -733,7 +716,7 @@ def _owed_here(home: Path, limits: Limits) -> tuple[set[str], set[str], dict[str
     from harness.core.team import owed_notices
     from harness.io import home as homes
     from harness.io.journal_files import CorruptState, ledgers_dir, scan_store_consistent
-    from harness.io.ledger_runner import ReplayError, replay
+    from harness.io.ledger_runner import replay
 
     owed: set[str] = set()
     known = set(homes.deleted_teams(home))

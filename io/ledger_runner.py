@@ -24,7 +24,7 @@ import os
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Final, Protocol, TypeVar
 
 import attrs
 import trio
@@ -77,6 +77,7 @@ from harness.io.journal_files import (
     ledgers_dir,
     scan_store_consistent,
 )
+from harness.io.journaled import Reducer, ReplayError, Stepper, Violated, replay_entries, restored
 from harness.io.team_delivery import DeliveryReport
 from harness.io.trace import TraceEmit, no_trace
 from harness.io.trace_files import LEDGER
@@ -90,7 +91,6 @@ PIPELINE_DEPTH = 256
 E = ErrorCode
 DeskEffect = SubmitNotice | WithdrawNotice | HoldTeam | ReleaseTeam | WithdrawTeam | WithdrawMember
 # A broken core invariant (what broke it, the violation) -> the reason the team stops.
-Violated = Callable[[str, tuple[str, str]], str]
 
 
 def limits_from_env() -> Limits:
@@ -203,10 +203,6 @@ def _only_opened(before: Deadlines, after: Deadlines, asked: Exchange | None) ->
     return at < len(after) and after[at] == added and after[:at] + after[at + 1 :] == before
 
 
-class ReplayError(Exception):
-    pass
-
-
 R = TypeVar("R")
 
 
@@ -241,29 +237,21 @@ def unwritable(what: str, error: BaseException) -> str:
     )
 
 
+TEAM_REDUCER: Final = Reducer(step, team_step_violations)
+
+
 def replay(team_id: str, recovery: Recovery, limits: Limits) -> tuple[Team | None, int]:
     """Rebuild one team from its checkpoint and journal; also the latest command time seen."""
-    ledger = EMPTY_LEDGER
+    team = restored(recovery, Team, "team")
+    ledger = EMPTY_LEDGER if team is None else _with_team(EMPTY_LEDGER, team_id, team)
+
+    def stranger(command: TeamCommand) -> str | None:
+        return None if command.team_id == team_id else f"belongs to team {command.team_id!r}"
+
     admitted = replay_limits(limits)  # each entry was admitted under the limits of its day
-    if recovery.checkpoint is not None:
-        team = from_json(recovery.checkpoint, Team)
-        if isinstance(team, Rejected):
-            raise ReplayError(f"checkpoint {recovery.checkpoint_seq} is not a team: {team.detail}")
-        ledger = _with_team(ledger, team_id, team)
-    last_at = 0
-    for entry in recovery.entries:
-        command = command_from_json(entry.body)
-        if isinstance(command, Rejected):
-            raise ReplayError(f"journal entry {entry.seq} is not a command: {command.detail}")
-        if command.team_id != team_id:
-            raise ReplayError(f"journal entry {entry.seq} belongs to team {command.team_id!r}")
-        outcome = step(ledger, command, admitted)
-        if isinstance(outcome, Rejected):
-            raise ReplayError(
-                f"journal entry {entry.seq} was refused on replay ({outcome.code}: {outcome.detail})"
-            )
-        ledger = outcome.state
-        last_at = max(last_at, command.at)
+    ledger, last_at = replay_entries(
+        TEAM_REDUCER, ledger, recovery, command_from_json, limits=admitted, stranger=stranger
+    )
     return ledger.teams.get(team_id), last_at
 
 
@@ -288,7 +276,7 @@ class LedgerRunner:
         self._checkpoints = checkpoints
         self._checkpointing: set[str] = set()  # teams whose checkpoint is being written
         self._log = log
-        self._violated = violated
+        self._steps = Stepper(TEAM_REDUCER, limits, clock, violated)
         self.working: Ledger = EMPTY_LEDGER  # stepped, maybe not yet durable: only the ledger task reads it
         self.durable: Ledger = EMPTY_LEDGER  # what readers see
         self.stores: dict[str, JournalStore] = {}
@@ -296,7 +284,6 @@ class LedgerRunner:
         self._changed: dict[str, trio.Event] = {}
         self._timers: dict[str, int] = {}
         self._timers_changed = trio.Event()
-        self._last_at = 0
         self._send, self._receive = trio.open_memory_channel[Pending](LEDGER_QUEUE)
 
     async def recover(self) -> None:
@@ -307,7 +294,7 @@ class LedgerRunner:
         )
         for team_id, (store, (team, last_at)) in opened.items():
             self.stores[team_id] = store
-            self._last_at = max(self._last_at, last_at)
+            self._steps.last_at = max(self._steps.last_at, last_at)
             if team is not None:
                 self.durable = _with_team(self.durable, team_id, team)
                 deadline = next_deadline(team)
@@ -419,18 +406,14 @@ class LedgerRunner:
 
     async def _step(self, pending: Pending) -> JournalStore | None:
         """Step one command on the working ledger; the store its accepted change is to be appended to."""
-        self._last_at = max(self._last_at, self.clock())
-        command = pending.command = attrs.evolve(pending.command, at=self._last_at)
+        command = pending.command = self._steps.stamped(pending.command)
         team_id = command.team_id
         if team_id in self.unavailable:
             pending.outcome = reject(E.CORRUPT_STATE, self.unavailable[team_id])
             return None
-        outcome = pending.outcome = step(self.working, command, self.limits)
-        check = self._violated is not None
-        broken = team_step_violations(self.working, command, outcome, self.limits) if check else []
-        if broken:  # never applied: the team stops, as for a ledger that cannot be written
-            assert self._violated is not None
-            why = self._violated(f"{type(command).__name__} on team {team_id!r}", broken[0])
+        outcome, why = self._steps.checked(self.working, command, f"on team {team_id!r}")
+        pending.outcome = outcome
+        if why is not None:  # never applied: the team stops, as for a ledger that cannot be written
             self._stop_team(team_id, why)
             pending.outcome = reject(E.CORRUPT_STATE, why)
             return None

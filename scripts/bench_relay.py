@@ -48,7 +48,7 @@ from harness.io.client import Client
 from harness.io.daemon import Daemon
 from harness.io.desk_runner import DeskRunner
 from harness.io.relay import DROPPED, Notice, Relay, connect_relay
-from harness.io.remote import RemoteNode, TeamAnswer
+from harness.io.remote import RemoteNode, Reporter, TeamAnswer
 from harness.io.remote_client import call_remote
 from harness.io.rpc import RESULT_TYPE, request_frame, result_frame
 from harness.io.seal import DEFAULT_BLOCK, Identity, ReceiveSession, SendSession
@@ -233,23 +233,29 @@ def hook_desk(desk: DeskRunner, probe: Probe) -> None:
 
 def hook_owner(node: RemoteNode, probe: Probe) -> None:
     """Marks ENQUEUED (the Submit entered B's outbox) and REPORTED (a destination's report reached the owner's
-    daemon, local desk or remote alike, before the owner's ledger records it)."""
-    enqueue, report_local = node.enqueue, node.report_local
-    assert report_local is not None
+    daemon, local desk or remote alike, before the owner's ledger records it: a paired desk's report comes
+    through `report_local`, the owner's own desk's through `report_own`, where it rides)."""
+    enqueue = node.enqueue
 
     def hooked_enqueue(machine: str, body: dict[str, Any], notice: d.Submit | None = None) -> None:
         if notice is not None and notice.notice_id == probe.notice:
             probe.mark(ENQUEUED)
         enqueue(machine, body, notice)
 
-    async def hooked_report(report: DeliveryReport) -> None:
-        if report.notice_id == probe.notice:
-            probe.mark(REPORTED)
-            probe.reported.set()
-        await report_local(report)
+    def hooked(report_to: Reporter) -> Reporter:
+        async def hooked_report(report: DeliveryReport) -> None:
+            if report.notice_id == probe.notice:
+                probe.mark(REPORTED)
+                probe.reported.set()
+            await report_to(report)
 
+        return hooked_report
+
+    assert node.report_local is not None
     node.enqueue = hooked_enqueue  # type: ignore[method-assign]
-    node.report_local = hooked_report
+    node.report_local = hooked(node.report_local)
+    if node.report_own is not None:
+        node.report_own = hooked(node.report_own)
 
 
 def relay_observer(probe: Probe, addresses: dict[str, str]) -> Callable[[str, str], None]:

@@ -70,7 +70,7 @@ BASELINE_TIMEOUT, MIN_TIMEOUT, TIMEOUT_FACTOR = 600.0, 30.0, 10.0
 # Each module's tests (files of tests/): pure core tests (no daemon, tmux or subprocess), the fast ones; one
 # line per module. Hypothesis stateful machines (test_*_stateful.py) take a minute each and are left out.
 CORE_TESTS: dict[str, tuple[str, ...]] = {
-    "core/actions.py": ("test_actions.py", "test_spec_trust.py", "test_team_examples.py"),
+    "core/actions.py": ("test_actions.py", "test_cli_fast.py", "test_spec_trust.py", "test_team_examples.py"),
     "core/board.py": ("test_board_examples.py", "test_spec_board.py"),
     "core/board_invariants.py": ("test_board_examples.py", "test_spec_board.py"),
     "core/board_recovery.py": ("test_board_examples.py",),

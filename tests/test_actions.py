@@ -21,18 +21,11 @@ from harness.io.team_actions import COMMAND_CLASSES, build_command
 from tests.spec_tables import read_table
 
 BUILT = [action for action in TEAM_ACTIONS.values() if action.answer is not None]
-WORDS = {
-    Refers.OPERATION: "the operation id",
-    Refers.MEMBER: "names a member",
-    Refers.QUESTION: "names a question",
-}
-
-
 def _cell(action: TeamAction, declared: Field) -> str:
     if action.answer is None:
         return declared.wire
     words = [declared.kind.value, *(["required"] if declared.required else [])]
-    words += [WORDS[declared.refers]] if declared.refers is not None else []
+    words += [declared.refers.value] if declared.refers is not None else []
     return f"{declared.wire} ({', '.join(words)})"
 
 

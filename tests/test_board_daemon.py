@@ -350,7 +350,7 @@ async def test_a_board_step_breaking_an_invariant_stops_that_board(
             )
         return outcome
 
-    monkeypatch.setattr(board_runner, "step", faulty)
+    monkeypatch.setattr(board_runner, "BOARD_REDUCER", attrs_evolve(board_runner.BOARD_REDUCER, step=faulty))
     note = {"type": "send_note", "to": {"kind": "member", "name": "bob"}, "text": "hello"}
     async with running(tmp_path, faults=1) as daemon:
         owner = await Api.open(daemon)

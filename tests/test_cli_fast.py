@@ -50,6 +50,11 @@ def test_plain_invocations_parse_and_the_rest_goes_to_typer() -> None:
     assert parsed is not None and parsed[2]["ttl"] == 30.0 and parsed[2]["text_file"] == Path("-")
     assert parsed[2]["no_notify"] is True and parsed[2]["text"] is None
     assert parse_fast(["team", "--team", "t", "wait", "q"])[2]["seconds"] == 30.0  # type: ignore[index]
+    # The typed commands take their rows' arguments and options (core/actions.py) under their CLI names.
+    parsed = parse_fast(["team", "--team", "t", "cancel", "q1", "--reason", "no_answer"])
+    assert parsed is not None and parsed[2] == {"question_id": "q1", "reason": "no_answer"}
+    parsed = parse_fast(["team", "--team", "t", "remove", "bob"])
+    assert parsed is not None and parsed[2] == {"membership_id": "bob"}
     parsed = parse_fast(["team", "--team", "t", "--key-file", "/k", "inbox", "--socket", "/s"])
     assert parsed is not None
     assert (parsed[1].key_file, parsed[1].socket, parsed[1].key) == (Path("/k"), "/s", None)

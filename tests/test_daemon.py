@@ -540,7 +540,7 @@ async def test_a_broken_invariant_stops_that_team_and_the_others_keep_working(
             outcome = attrs.evolve(outcome, state=Ledger(outcome.state.teams.set("bad", team)))
         return outcome
 
-    monkeypatch.setattr(ledger_runner, "step", faulty)
+    monkeypatch.setattr(ledger_runner, "TEAM_REDUCER", attrs.evolve(ledger_runner.TEAM_REDUCER, step=faulty))
     async with running(tmp_path, faults=1) as daemon:
         owner = await Api.open(daemon)
         good, bad = await team_with_keys(owner, "good"), await team_with_keys(owner, "bad")

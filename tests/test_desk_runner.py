@@ -15,6 +15,7 @@ from harness.core import delivery as d
 from harness.core.limits import Limits
 from harness.core.outcome import Accepted
 from harness.core.records import DeliveryView, Team
+from harness.io import desk_runner
 from harness.io.agents import AgentRegistry
 from harness.io.daemon import Daemon, now_ms
 from harness.io.desk_runner import RunnerTiming
@@ -332,7 +333,7 @@ async def test_a_desk_step_breaking_an_invariant_stops_the_desk_before_it_writes
             return attrs.evolve(outcome, state=broken)
         return outcome
 
-    monkeypatch.setattr(d, "step", faulty)
+    monkeypatch.setattr(desk_runner, "DESK_REDUCER", attrs.evolve(desk_runner.DESK_REDUCER, step=faulty))
     fake = FakeTerminals({"agent-alice": S.IDLE, "agent-bob": S.IDLE})
     async with running(tmp_path, LIMITS, terminals=lambda _: fake, runner_timing=TIMING, faults=1) as daemon:
         _owner, keys = await local_team(daemon)
