@@ -330,8 +330,7 @@ class DeskRunner:
                 entries = [desk_command_to_json(command) for command in changed]
                 try:
                     if _unheeded(commands, outcomes, self._reports_ride):
-                        seq = None
-                        self._store.enqueue(entries)  # rides the next durable append
+                        seq = self._store.enqueue(entries)[-1]  # rides the next durable append
                     else:
                         seq = (await self._store.append_all(entries))[-1]
                 except (StoreError, trio.ClosedResourceError) as error:
@@ -342,7 +341,7 @@ class DeskRunner:
                 for outcome in accepted:  # durable now (or nothing to trace): traced, never waited on
                     for team_id, event in desk_events(desk, outcome.effects):
                         self._trace(team_id, DESK, event)
-                if seq is not None and self._checkpoints.due(self._store) and not self._checkpointing:
+                if self._checkpoints.due(self._store) and not self._checkpointing:
                     self._checkpointing = True
                     if self._writes is None:  # opening: nothing else runs yet
                         await self._checkpoint(seq, desk)

@@ -162,8 +162,16 @@ class JournalStore:
         return self._checkpoint_seq
 
     @property
+    def journaled_seq(self) -> int:
+        """The highest seq given to an entry: durable, or enqueued to become durable with the next fsync."""
+        return self._next_seq - 1
+
+    @property
     def entries_since_checkpoint(self) -> int:
-        return self._durable_seq - self._checkpoint_seq
+        """Entries a replay would step after the checkpoint: the enqueued ones count, so a journal that
+        grows by entries that ride (a desk's looks, the ledger's reports of its own desk) is checkpointed
+        as often as one that grows by durable appends."""
+        return self.journaled_seq - self._checkpoint_seq
 
     @property
     def failed(self) -> StoreFailed | None:
@@ -213,24 +221,37 @@ class JournalStore:
             raise StoreFailed(lost) from batch.error
         return list(range(first, last + 1))
 
-    def enqueue(self, entries: Sequence[Mapping[str, object]]) -> None:
+    def enqueue(self, entries: Sequence[Mapping[str, object]]) -> list[int]:
         """Journal entries without waiting for an fsync: they become durable with the next `append` (whose
         fsync covers every byte before its own) or `aclose`. Unless a batch is being written, they are written
         into the file at once (write(2), no fsync), as the trace is: from then on the death of this process
         cannot lose them (the kernel holds them), and a reader of the running store sees them; a machine
         crash before the next fsync can, and then loses only them, never anything after them. Only for
         entries nothing waits on and whose loss a replay tolerates (a desk's repeated observation of a
-        terminal: a restart demands a fresh look anyway). A failed write stops the store (StoreFailed)."""
+        terminal: a restart demands a fresh look anyway). Returns their seqs. A failed write stops the store
+        (StoreFailed)."""
         if not entries:
-            return
-        batch, _ = self._queue(entries, MAX_ENTRY_BYTES)
+            return []
+        batch, first = self._queue(entries, MAX_ENTRY_BYTES)
+        seqs = list(range(first, first + len(entries)))
         if self._fd is None or self._write_lock.locked():
-            return  # a new segment is made by the next flush; one being written takes these in the next
+            return seqs  # a new segment is made by the next flush; one being written takes these in the next
         try:
             write_all(self._ops, self._fd, b"".join(batch.lines[batch.written :]))
         except Exception as exc:
             raise self._fail(exc) from exc
         batch.written = len(batch.lines)
+        return seqs
+
+    async def sync(self) -> None:
+        """Make every entry journaled so far durable (those `enqueue` left for the next fsync)."""
+        with trio.CancelScope(shield=True):
+            async with self._write_lock:
+                batch = self._open_batch
+                if batch is not None and not batch.done:
+                    await self._flush(batch)
+                    if batch.error is not None:
+                        raise StoreFailed(f"{self._dir}: enqueued entries not made durable") from batch.error
 
     def _queue(self, entries: Sequence[Mapping[str, object]], max_bytes: int) -> tuple[_Batch, int]:
         """Encode `entries` into the open batch (all or none); the batch and the first entry's seq."""
@@ -306,9 +327,10 @@ class JournalStore:
     ) -> None:
         """Durably record `payload` as the state after entry `seq`, then compact what it covers.
 
-        `seq` must be acknowledged already (<= durable_seq) and not older than the current checkpoint;
-        an equal or older one is skipped. A mapping payload is serialized before the first await, so the
-        caller may reuse it afterwards. A callable one is called, and its result serialized, in a worker
+        `seq` must be journaled already (<= journaled_seq: an enqueued entry is made durable first, with
+        every entry before it) and not older than the current checkpoint; an equal or older one is skipped.
+        A mapping payload is serialized before the first await, so the caller may reuse it afterwards. A
+        callable one is called, and its result serialized, in a worker
         thread, so a big state costs the event loop next to nothing: it must read only values nothing changes
         meanwhile (an immutable state), and appends may go on while it runs. Written by temp file, fsync,
         rename, directory fsync; only then are the journal segments wholly at or before `seq` and older
@@ -317,11 +339,13 @@ class JournalStore:
         TypeError, and nothing is written.
         """
         self._check_writable()
-        if seq > self._durable_seq:
-            raise ValueError(f"checkpoint seq {seq} is beyond the durable seq {self._durable_seq}")
+        if seq > self.journaled_seq:
+            raise ValueError(f"checkpoint seq {seq} is beyond the journaled seq {self.journaled_seq}")
         if seq <= self._checkpoint_seq:
             return
         data = None if callable(payload) else _checkpoint_bytes(seq, payload)
+        if seq > self._durable_seq:
+            await self.sync()  # a checkpoint is never ahead of the durable journal it compacts
         async with self._checkpoint_lock:
             if seq <= self._checkpoint_seq:
                 return

@@ -126,7 +126,7 @@ class Pending:
     done: trio.Event = attrs.Factory(trio.Event)
     outcome: Accepted[Ledger] | Rejected | None = None
     persisted: trio.Event | None = None  # set when the journal append finished (None: nothing to persist)
-    seq: int | None = None  # its journal entry's, once durable (None: not durable yet, or nothing to persist)
+    seq: int | None = None  # its journal entry's, once journaled (None: not yet, or nothing to persist)
     failure: BaseException | None = None
     rides: bool = False  # a report of this machine's desk: journaled without an fsync of its own (`report`)
 
@@ -442,11 +442,11 @@ class LedgerRunner:
         try:
             entries = [command_to_json(pending.command) for pending in group]
             if all(pending.rides for pending in group):
-                store.enqueue(entries)  # durable with the team's next append (`report`)
+                seqs = store.enqueue(entries)  # durable with the team's next append (`report`)
             else:
                 seqs = await store.append_all(entries)
-                for pending, seq in zip(group, seqs, strict=True):
-                    pending.seq = seq
+            for pending, seq in zip(group, seqs, strict=True):
+                pending.seq = seq
         except (StoreError, trio.ClosedResourceError, ValueError, TypeError) as error:
             for pending in group:
                 pending.failure = error
@@ -471,7 +471,7 @@ class LedgerRunner:
                 # Stepped on state that never became durable: the only honest answer is the failure.
                 pending.outcome = reject(E.CORRUPT_STATE, self.unavailable[team_id])
             pending.done.set()
-            # A riding entry is no checkpoint's end until durable; one checkpoint of a team at a time.
+            # One checkpoint of a team at a time; at a riding entry's seq it makes the journal durable first.
             if checkpoint and pending.seq is not None and team_id not in self._checkpointing:
                 self._checkpointing.add(team_id)
                 nursery.start_soon(self._checkpoint, team_id, pending.seq, self.durable.teams.get(team_id))

@@ -20,7 +20,7 @@ from harness.io.client import Client, ClientError
 from harness.io.daemon import Daemon
 from harness.io.desk_runner import replay_desk
 from harness.io.fileops import FileOps
-from harness.io.journal import JournalStore
+from harness.io.journal import CheckpointPolicy, JournalStore
 from harness.io.journal_files import delivery_store_dir, ledger_store_dir, scan_store
 from harness.io.ledger_runner import replay
 from harness.io.terminal_port import Licence, ScreenState, WriteOutcome
@@ -62,6 +62,28 @@ async def test_append_all_is_one_fsync_and_enqueued_entries_ride_the_next(tmp_pa
     await store.aclose()  # writes what is queued
     entries = scan_store(tmp_path / "s", FileOps()).recovery.entries
     assert [(e.seq, e.body["n"]) for e in entries] == [(n, n) for n in range(1, 8)]
+
+
+async def test_a_journal_that_grows_by_riding_entries_is_checkpointed_at_one(tmp_path: Path) -> None:
+    """Riding entries count toward the checkpoint policy, and a checkpoint at an enqueued entry first makes
+    the journal durable up to it: a journal that grows only by entries that ride (the ledger's reports of its
+    own desk, the desk's looks) is checkpointed as often as any, so a restart never replays more than the
+    policy's count. Before, only durable appends counted and only their seqs could be checkpointed: such a
+    tail was replayed whole at every restart (93,000 ledger steps at the seed's bounds)."""
+    ops = CountingOps()
+    policy = CheckpointPolicy(every=10)
+    store, _ = await JournalStore.open(tmp_path / "s", ops=ops)
+    assert await store.append({"n": 1}) == 1
+    seqs = [seq for n in range(2, 12) for seq in store.enqueue([{"n": n}])]
+    assert seqs == list(range(2, 12)) and store.durable_seq == 1 and store.journaled_seq == 11
+    assert policy.due(store)
+    before = ops.fsyncs
+    await store.checkpoint(11, {"state": 11})
+    assert store.durable_seq == 11 and store.checkpoint_seq == 11 and ops.fsyncs > before
+    assert not policy.due(store)
+    await store.aclose()
+    recovery = scan_store(tmp_path / "s", FileOps()).recovery
+    assert (recovery.checkpoint_seq, recovery.checkpoint, recovery.entries) == (11, {"state": 11}, ())
 
 
 async def test_what_enqueue_wrote_survives_a_checkpoint_that_rotates_its_segment(tmp_path: Path) -> None:

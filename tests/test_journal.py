@@ -67,7 +67,7 @@ async def test_checkpoint_connects_and_compacts(tmp_path: Path) -> None:
             await store.checkpoint(store.durable_seq, {"items": list(items)})
             checkpoints += 1
     assert checkpoints == 4 and store.checkpoint_seq == 40 and store.entries_since_checkpoint == 5
-    with pytest.raises(ValueError, match="beyond the durable seq"):
+    with pytest.raises(ValueError, match="beyond the journaled seq"):
         await store.checkpoint(46, {"items": []})
     await store.checkpoint(30, {"items": []})  # older than the current one: skipped
     await store.aclose()
