@@ -249,8 +249,10 @@ class DeskRunner:
                 task_status.started(self)
                 with self._loop_scope:
                     if self.unavailable is None:
-                        await self._sync()
+                        # The owner's guards first (the daemon listens once they are applied), then every
+                        # notice's state told again, then the terminals.
                         await self._writes_allowed.wait()
+                        await self._sync()
                         await self._loop()
                     else:
                         await trio.sleep_forever()

@@ -335,32 +335,32 @@ async def test_a_lagging_desk_writes_nothing_before_the_guards_are_applied(
 ) -> None:
     """Seed: "never deliver" what the owner ended. The desk's journal is from before q1 was cancelled (an
     older copy put back, or its last steps rode their next append and were lost with a crash), and bob's
-    screen is idle. Its delivery worker held back, the daemon's desk has opened and told the owner its
-    states, yet it does not look at a terminal, let alone write, until the owner's withdrawal of q1 is
-    applied; then q1 is withdrawn and nothing is typed."""
+    screen is idle. Its delivery worker held back, the daemon's desk has opened, yet it does not look at a
+    terminal, let alone write, until the owner's withdrawal of q1 is applied; then q1 is withdrawn and
+    nothing is typed."""
     keys, before = await team_asked_q1_and_desk_copied(tmp_path)
     async with busy_daemon(tmp_path) as daemon:
         await (await Api.open(daemon, keys["alice"]))("cancel", "t1", questionId="q1")
         await until(lambda: desk_notices(daemon).get(question("q1")) is d.DeliveryState.WITHDRAWN)
     restore_desk(tmp_path, before)
 
-    release, synced, looking = trio.Event(), trio.Event(), trio.Event()
-    run, sync, loop = DeliveryRouter.run, DeskRunner._sync, DeskRunner._loop
+    release, opened, looking = trio.Event(), trio.Event(), trio.Event()
+    run, open_desk, loop = DeliveryRouter.run, DeskRunner._open, DeskRunner._loop
 
     async def held_run(router: DeliveryRouter) -> None:
         await release.wait()
         await run(router)
 
-    async def noted_sync(desk: DeskRunner) -> None:
-        await sync(desk)
-        synced.set()
+    async def noted_open(desk: DeskRunner) -> None:
+        await open_desk(desk)
+        opened.set()
 
     async def noted_loop(desk: DeskRunner) -> None:
         looking.set()
         await loop(desk)
 
     monkeypatch.setattr(DeliveryRouter, "run", held_run)
-    monkeypatch.setattr(DeskRunner, "_sync", noted_sync)
+    monkeypatch.setattr(DeskRunner, "_open", noted_open)
     monkeypatch.setattr(DeskRunner, "_loop", noted_loop)
     fake = FakeTerminals({"agent-alice": ScreenState.IDLE, "agent-bob": ScreenState.IDLE})
     daemon = Daemon(
@@ -368,7 +368,7 @@ async def test_a_lagging_desk_writes_nothing_before_the_guards_are_applied(
     )
     async with trio.open_nursery() as nursery:
         nursery.start_soon(daemon.run)
-        await synced.wait()
+        await opened.wait()
         await trio.testing.wait_all_tasks_blocked()
         assert not looking.is_set(), "the desk looked at terminals before the owner's guards reached it"
         assert desk_notices(daemon)[question("q1")] is d.DeliveryState.QUEUED  # the lagging copy
