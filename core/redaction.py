@@ -86,6 +86,9 @@ def _spellings(value: str) -> set[str]:
 
 
 _HEX_DIGITS: Final = frozenset("0123456789abcdef")
+# A redactor remembers the redaction of texts up to MEMO_CHARS long, at most MEMO_TEXTS of them.
+MEMO_CHARS: Final = 128
+MEMO_TEXTS: Final = 4096
 
 
 @attrs.frozen
@@ -106,6 +109,9 @@ class Redactor:
     _plain: tuple[tuple[str, str], ...] = attrs.field(init=False, repr=False, eq=False)
     _hex: dict[int, dict[str, str]] = attrs.field(init=False, repr=False, eq=False)
     _hex_run: re.Pattern[str] | None = attrs.field(init=False, repr=False, eq=False)
+    # Short texts already redacted (ids, states, reasons: a trace event repeats them), bounded. A pure cache:
+    # the result depends only on the text and the literals, which never change.
+    _seen: dict[str, str] = attrs.field(init=False, repr=False, eq=False, factory=dict)
 
     def __attrs_post_init__(self) -> None:
         hex_literals: dict[int, dict[str, str]] = {}
@@ -123,6 +129,16 @@ class Redactor:
     def text(self, text: str) -> str:
         if not self.enabled:
             return text
+        if len(text) > MEMO_CHARS:
+            return self._scan(text)
+        done = self._seen.get(text)
+        if done is None:
+            done = self._scan(text)
+            if len(self._seen) < MEMO_TEXTS:
+                self._seen[text] = done
+        return done
+
+    def _scan(self, text: str) -> str:
         spans: list[tuple[int, int, str]] = []
         for literal, mark in self._plain:
             start = text.find(literal)

@@ -159,3 +159,35 @@ def test_a_known_key_or_token_of_exactly_eight_characters_is_a_secret() -> None:
     assert made.text("12345678 1234567 abcdefgh") == (
         "[REDACTED:pattern:member_key] 1234567 [REDACTED:pattern:owner_token]"
     )
+
+
+def test_a_short_text_is_redacted_once_and_remembered_within_the_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The trace redacts the same ids, states and reasons in every event: a short text's redaction is
+    remembered (at most MEMO_TEXTS of them, none over MEMO_CHARS), and the remembered answer is the scan's."""
+    from harness.core import redaction
+
+    key = "ab" * 24
+    subject = Redactor(((key, marker("member_key", "alice")),))
+    scans: list[str] = []
+    scan = Redactor._scan
+
+    def counted(self: Redactor, text: str) -> str:
+        scans.append(text)
+        return scan(self, text)
+
+    monkeypatch.setattr(Redactor, "_scan", counted)
+    monkeypatch.setattr(redaction, "MEMO_TEXTS", 2)
+    short = f"key {key}"
+    assert subject.text(short) == subject.text(short) == f"key {marker('member_key', 'alice')}"
+    assert scans == [short]
+    long = "x" * redaction.MEMO_CHARS + key
+    assert subject.text(long) == subject.text(long) and scans.count(long) == 2  # never remembered
+    assert subject.text("at the bound") == "at the bound"
+    for text in ("one", "two", "one"):
+        assert subject.text(text) == text
+    assert scans.count("one") == 2  # the memo was full: "one" was scanned again, not remembered
+    exactly = "y" * redaction.MEMO_CHARS
+    monkeypatch.setattr(redaction, "MEMO_TEXTS", 10)
+    assert subject.text(exactly) == subject.text(exactly) and scans.count(exactly) == 1
