@@ -742,18 +742,15 @@ def _python_name(cli: str) -> str:
 def run_action(action: TeamAction, opts: Options, v: Values) -> None:
     """A typed command as its row declares it: each field the CLI takes, with a question or member given by
     a unique prefix made whole, is sent under its wire name; the answer is shown as its kind is."""
-    fields: dict[str, Any] = {}
-    for declared in action.fields:
-        if declared.cli is None:
-            continue
-        value = v[_python_name(declared.cli)]
+    taken = [(declared, v[_python_name(declared.cli)]) for declared in action.fields if declared.cli]
+    for declared, value in taken:
         if value is None and declared.required:  # an option (an argument is never absent)
-            usage(opts, f"give {declared.cli}: {declared.help}")
-        if declared.refers is Refers.QUESTION:
-            value = resolve_question(opts, value)
-        elif declared.refers is Refers.MEMBER:
-            value = resolve_member(opts, value)
-        fields[declared.wire] = value
+            usage(opts, f"give {declared.cli}: {declared.help[:1].lower()}{declared.help[1:]}")
+    fields: dict[str, Any] = {}
+    resolve = {Refers.QUESTION: resolve_question, Refers.MEMBER: resolve_member}
+    for declared, given in taken:
+        made_whole = resolve.get(declared.refers) if declared.refers is not None else None
+        fields[declared.wire] = given if made_whole is None else made_whole(opts, given)
     assert action.answer is not None
     result = call(opts, action.name, fields or None)
     show(opts, result, RENDERERS[action.answer], named=action.answer is Answer.EXCHANGE)

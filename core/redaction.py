@@ -86,7 +86,8 @@ def _spellings(value: str) -> set[str]:
 
 
 _HEX_DIGITS: Final = frozenset("0123456789abcdef")
-# A redactor remembers the redaction of texts up to MEMO_CHARS long, at most MEMO_TEXTS of them.
+# A redactor remembers the redaction of texts up to MEMO_CHARS long, at most MEMO_TEXTS of them (then it
+# forgets them all and starts again).
 MEMO_CHARS: Final = 128
 MEMO_TEXTS: Final = 4096
 
@@ -134,8 +135,9 @@ class Redactor:
         done = self._seen.get(text)
         if done is None:
             done = self._scan(text)
-            if len(self._seen) < MEMO_TEXTS:
-                self._seen[text] = done
+            if len(self._seen) >= MEMO_TEXTS:
+                self._seen.clear()  # a long-running daemon's texts change: keep what recurs now
+            self._seen[text] = done
         return done
 
     def _scan(self, text: str) -> str:

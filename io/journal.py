@@ -70,7 +70,8 @@ class _Segment:
 
 @attrs.frozen
 class CheckpointPolicy:
-    """When the daemon should checkpoint: once this many entries were appended since the last one."""
+    """When the daemon should checkpoint: once this many entries were journaled since the last one (those
+    enqueued to ride the next fsync included)."""
 
     every: int = 256
 
@@ -223,13 +224,13 @@ class JournalStore:
 
     def enqueue(self, entries: Sequence[Mapping[str, object]]) -> list[int]:
         """Journal entries without waiting for an fsync: they become durable with the next `append` (whose
-        fsync covers every byte before its own) or `aclose`. Unless a batch is being written, they are written
-        into the file at once (write(2), no fsync), as the trace is: from then on the death of this process
-        cannot lose them (the kernel holds them), and a reader of the running store sees them; a machine
-        crash before the next fsync can, and then loses only them, never anything after them. Only for
-        entries nothing waits on and whose loss a replay tolerates (a desk's repeated observation of a
-        terminal: a restart demands a fresh look anyway). Returns their seqs. A failed write stops the store
-        (StoreFailed)."""
+        fsync covers every byte before its own), `sync`, a checkpoint at or after them, or `aclose`. Unless a
+        batch is being written, they are written into the file at once (write(2), no fsync), as the trace is:
+        from then on the death of this process cannot lose them (the kernel holds them), and a reader of the
+        running store sees them; a machine crash before the next fsync can, and then loses only them, never
+        anything after them. Only for entries nothing waits on and whose loss a replay tolerates (a desk's
+        repeated observation of a terminal: a restart demands a fresh look anyway). Returns their seqs. A
+        failed write stops the store (StoreFailed)."""
         if not entries:
             return []
         batch, first = self._queue(entries, MAX_ENTRY_BYTES)

@@ -117,6 +117,7 @@ class Request:
 
     def read(self, declared: Field) -> Any:
         """`declared`'s value as its kind reads it (core/actions.py); None when an optional one is absent."""
+        assert declared.kind is not Kind.ANY, "a field of kind ANY is read by its action's own handler"
         if declared.required and declared.kind is Kind.TEXT:
             return self.text(declared.wire)
         value = _READERS[declared.kind](self, declared.wire)

@@ -109,15 +109,16 @@ class TeamActions:
             for name, action in TEAM_ACTIONS.items()
             if action.command and action.answer is not None
         }
-        return {
+        written: dict[str, Handler] = {
             "list": self.list_teams,
             "create": self.create,
             "get": self.get,
             "members": self.members,
             "add": self.add,
             "key": self.key,
-            **built,
         }
+        assert not written.keys() & built.keys(), "an action is built from its row or written, not both"
+        return {**written, **built}
 
     async def _command(self, action: TeamAction, request: Request) -> object:
         """A command action as its row declares it; the answer is the view of the record the ledger

@@ -168,6 +168,16 @@ def test_usage_errors_are_one_line_or_one_json_document(capsys: pytest.CaptureFi
     assert status == 2 and out == "" and err.startswith("harness: bad_request: ") and err.count("\n") == 1
     status, out, err = run(["daemon", "status", "--nope"], capsys)
     assert status == 2 and err.startswith("harness: bad_request: No such option: --nope")
+    # A typed command's missing required option is said before anything is asked of a daemon (none runs
+    # for this data directory: a call would be `unreachable`, exit 3), and a prefix is not resolved first.
+    home = ["--home", "/nonexistent/harness-home"]
+    status, out, err = run(["team", "--team", "t", "expire", "4f2a", "--json", *home], capsys)
+    assert status == 2 and err == "", out
+    assert json.loads(out) == {
+        "error": "bad_request",
+        "detail": "give --reason: why, as the question will show it: 1 to 32 of a-z and '_', like no_answer.",
+        "operationId": None,
+    }
 
 
 # --- the commands run without click's parser (cli/app.parse_direct) -----------------------------------------

@@ -21,7 +21,7 @@ from harness.io.daemon import Daemon
 from harness.io.desk_runner import replay_desk
 from harness.io.fileops import FileOps
 from harness.io.journal import CheckpointPolicy, JournalStore
-from harness.io.journal_files import delivery_store_dir, ledger_store_dir, scan_store
+from harness.io.journal_files import TEMP_SUFFIX, delivery_store_dir, ledger_store_dir, scan_store
 from harness.io.ledger_runner import replay
 from harness.io.terminal_port import Licence, ScreenState, WriteOutcome
 from tests.test_desk_runner import TIMING, FakeTerminals, local_team
@@ -84,6 +84,36 @@ async def test_a_journal_that_grows_by_riding_entries_is_checkpointed_at_one(tmp
     await store.aclose()
     recovery = scan_store(tmp_path / "s", FileOps()).recovery
     assert (recovery.checkpoint_seq, recovery.checkpoint, recovery.entries) == (11, {"state": 11}, ())
+
+
+class CheckpointOrder(FileOps):
+    """Notes the store's durable seq each time a checkpoint's temp file is created."""
+
+    def __init__(self) -> None:
+        self.store: JournalStore | None = None
+        self.durable_at_checkpoint: list[int] = []
+
+    def create_exclusive(self, path: Path) -> int:
+        if path.name.endswith(TEMP_SUFFIX) and self.store is not None:
+            self.durable_at_checkpoint.append(self.store.durable_seq)
+        return super().create_exclusive(path)
+
+
+async def test_a_checkpoint_never_runs_ahead_of_the_durable_journal(tmp_path: Path) -> None:
+    """Entries enqueued just after a checkpoint rotated the segment are not written at once (no segment is
+    open); a checkpoint at them first makes them durable, so the checkpoint file is never written while the
+    journal's durable end is behind the seq it covers."""
+    ops = CheckpointOrder()
+    store, _ = await JournalStore.open(tmp_path / "s", ops=ops)
+    ops.store = store
+    assert await store.append({"n": 1}) == 1
+    await store.checkpoint(1, {"state": 1})  # rotates: the next entries start a new segment
+    assert store.enqueue([{"n": 2}, {"n": 3}]) == [2, 3] and store.durable_seq == 1
+    await store.checkpoint(3, {"state": 3})
+    assert ops.durable_at_checkpoint == [1, 3]
+    await store.aclose()
+    recovery = scan_store(tmp_path / "s", FileOps()).recovery
+    assert (recovery.checkpoint_seq, recovery.checkpoint, recovery.entries) == (3, {"state": 3}, ())
 
 
 async def test_what_enqueue_wrote_survives_a_checkpoint_that_rotates_its_segment(tmp_path: Path) -> None:

@@ -165,7 +165,8 @@ def test_a_short_text_is_redacted_once_and_remembered_within_the_bound(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The trace redacts the same ids, states and reasons in every event: a short text's redaction is
-    remembered (at most MEMO_TEXTS of them, none over MEMO_CHARS), and the remembered answer is the scan's."""
+    remembered (at most MEMO_TEXTS of them, then it starts again; none over MEMO_CHARS), and the remembered
+    answer is the scan's."""
     from harness.core import redaction
 
     key = "ab" * 24
@@ -184,10 +185,12 @@ def test_a_short_text_is_redacted_once_and_remembered_within_the_bound(
     assert scans == [short]
     long = "x" * redaction.MEMO_CHARS + key
     assert subject.text(long) == subject.text(long) and scans.count(long) == 2  # never remembered
-    assert subject.text("at the bound") == "at the bound"
-    for text in ("one", "two", "one"):
-        assert subject.text(text) == text
-    assert scans.count("one") == 2  # the memo was full: "one" was scanned again, not remembered
+    assert subject.text("at the bound") == "at the bound"  # the memo is full
+    for text in ("one", "two", "one", "at the bound", short):
+        assert subject.text(text) == (text if text != short else f"key {marker('member_key', 'alice')}")
+    # "one" emptied the full memo and was remembered; "two" was remembered beside it; the older ones
+    # were forgotten and scanned again.
+    assert (scans.count("one"), scans.count("at the bound"), scans.count(short)) == (1, 2, 2)
     exactly = "y" * redaction.MEMO_CHARS
     monkeypatch.setattr(redaction, "MEMO_TEXTS", 10)
     assert subject.text(exactly) == subject.text(exactly) and scans.count(exactly) == 1
