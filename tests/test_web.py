@@ -215,17 +215,37 @@ def owner_call(home: Path, action: str, *, key: str | None = None, **fields: Any
         return client.request(action, team_id=TEAM, owner_token=token, member_key=key, fields=fields)
 
 
+_ENDED: dict[int, trio.Event] = {}  # id of a daemon of `daemon()` -> set once its `run` has returned
+
+
 @asynccontextmanager
 async def daemon(home: Path) -> AsyncIterator[Daemon]:
     """A real daemon for the body of the block; it has stopped (cleanly) when the block ends."""
     running = Daemon(home, log=lambda line: None)
+    ended = _ENDED[id(running)] = trio.Event()
+
+    async def run(task_status: trio.TaskStatus[Daemon] = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            await running.run(task_status=task_status)
+        finally:
+            ended.set()
+
     async with trio.open_nursery() as nursery:
-        await nursery.start(running.run)
+        await nursery.start(run)
         try:
             yield running
         finally:
             running.stop()
     assert running.internal_errors == 0
+    del _ENDED[id(running)]
+
+
+async def stopped(running: Daemon) -> None:
+    """Stop a daemon of `daemon()` and wait until it has (its journals closed, its lock on the data
+    directory released): only then may another start there."""
+    running.stop()
+    with trio.fail_after(DEADLINE):
+        await _ENDED[id(running)].wait()
 
 
 async def test_the_page_shows_a_team_live_acts_and_survives_a_daemon_restart(
@@ -328,7 +348,7 @@ async def test_the_page_shows_a_team_live_acts_and_survives_a_daemon_restart(
             shown = await page.js("document.documentElement.dataset.revision")
 
             # The daemon goes away: the page says so and keeps the last state...
-            second.stop()
+            await stopped(second)
             await page.until("document.querySelector('#link').textContent.startsWith('Daemon not reachable')")
             assert f"Showing revision {shown} as last known" in await page.text("#link")
             assert await page.text("#answer-text") == "GET /v1/daemon/state"
