@@ -734,6 +734,13 @@ RENDERERS: dict[Answer, Callable[[Any, output.Look], None]] = {
 }
 
 
+# How a typed command makes a unique prefix whole, by what its field names.
+WHOLE_IDS: dict[Refers | None, Callable[[Options, str | None], str | None]] = {
+    Refers.QUESTION: resolve_question,
+    Refers.MEMBER: resolve_member,
+}
+
+
 def _python_name(cli: str) -> str:
     """The name an argument (`question_id`) or option (`--reason`) is given to a command's function by."""
     return cli.removeprefix("--").replace("-", "_")
@@ -747,9 +754,8 @@ def run_action(action: TeamAction, opts: Options, v: Values) -> None:
         if value is None and declared.required:  # an option (an argument is never absent)
             usage(opts, f"give {declared.cli}: {declared.help[:1].lower()}{declared.help[1:]}")
     fields: dict[str, Any] = {}
-    resolve = {Refers.QUESTION: resolve_question, Refers.MEMBER: resolve_member}
     for declared, given in taken:
-        made_whole = resolve.get(declared.refers) if declared.refers is not None else None
+        made_whole = WHOLE_IDS.get(declared.refers)
         fields[declared.wire] = given if made_whole is None else made_whole(opts, given)
     assert action.answer is not None
     result = call(opts, action.name, fields or None)

@@ -7,6 +7,7 @@
 # Standard library only, and no import of the reducers: the CLI reads this table on every call.
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass
 from typing import Final
@@ -62,10 +63,11 @@ class TeamAction:
     # A typed command: `harness team NAME` is generated from this row (its arguments and options are the
     # fields' `cli`); the first line is its summary.
     help: str | None = None
+    # The wire names of `fields`, which the RPC checks every frame against: derived once, not per frame.
+    field_names: frozenset[str] = dataclasses.field(init=False, repr=False, compare=False)
 
-    @property
-    def field_names(self) -> frozenset[str]:
-        return frozenset(field.wire for field in self.fields)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "field_names", frozenset(field.wire for field in self.fields))
 
 
 def _given(*wires: str) -> tuple[Field, ...]:

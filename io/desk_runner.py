@@ -305,7 +305,7 @@ class DeskRunner:
 
     def stamp(self) -> int:
         """The time the desk gives the command it steps now: its clock, never behind a command before."""
-        return max(self._steps.last_at, self._clock())
+        return self._steps.peek()
 
     async def apply_all(self, commands: Sequence[d.DeskCommand]) -> list[Accepted[d.Desk] | Rejected]:
         """Step the desk through `commands` in order (group commit): their accepted changes share one durable

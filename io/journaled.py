@@ -59,9 +59,13 @@ class Stepper(Generic[State, Command, Limits]):
         self._violated = violated
         self.last_at = 0  # the latest time given to a command (or seen in a replay)
 
+    def peek(self) -> int:
+        """The time a command stepped now would get, without giving it."""
+        return max(self.last_at, self._clock())
+
     def stamp(self) -> int:
         """The time of a command stepped now: the clock, never behind a command before."""
-        self.last_at = max(self.last_at, self._clock())
+        self.last_at = self.peek()
         return self.last_at
 
     def stamped(self, command: Command) -> Command:
