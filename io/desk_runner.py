@@ -8,8 +8,9 @@
 #   reports to the owner, write rechecks, timers and the one terminal write. A lock serializes it, so the
 #   journal order is the step order and replay rebuilds the desk exactly. Each durable notice state change is
 #   emitted to its team's trace there (written, fsynced later). `apply_all` steps several commands (the owner
-#   requests of one ledger batch) under one append; a look, tick or submit that sets off no report and no
-#   write rides the next append instead of waiting for its own (spec/delivery-v1.md, section 7, Journal).
+#   requests of one ledger batch) under one append; a look or tick, an owner's request, and the end of a write
+#   and the turn after it, each when its report goes to an owner on this machine and it licenses no write,
+#   ride the next append instead of waiting for their own (spec/delivery-v1.md, section 7, Journal).
 # - On start the desk is replayed and told `Restart`: a write that was in flight becomes `unconfirmed` and is
 #   never retried; queued work waits for a fresh look at its terminal.
 # - The runner loop looks at agents that have queued work, feeds `Observe` only when what it saw differs from
@@ -43,6 +44,7 @@ import trio
 from harness.core import delivery as d
 from harness.core.codec import desk_command_from_json, desk_command_to_json, to_json
 from harness.core.delivery_invariants import step_violations as desk_step_violations
+from harness.core.effects import parse_notice_id
 from harness.core.errors import ErrorCode, Rejected
 from harness.core.limits import DEFAULT_LIMITS, Limits
 from harness.core.outcome import Accepted, reject
@@ -658,18 +660,23 @@ def _unheeded(
     outcomes: Sequence[Accepted[d.Desk] | Rejected],
     reports_ride: Callable[[str], bool],
 ) -> bool:
-    """Steps whose loss a restart repairs, and whose effects stay in this process or go only to an owner
-    that repairs them too. The steps: a look at a terminal or a tick (a restart demands a fresh look, and
-    ticks again), and the requests a team's effects become (core `TeamRequest`) for a team owned here
-    (`reports_ride`): at its start that owner restates every notice a desk lacks and every hold, release and
-    withdrawal, and this desk writes nothing before those are applied (`gate_writes`). Never a member's
-    read, nor a paired owner's request (nothing restates to this desk when only this machine restarts). The
-    effects: a recheck, a timer (no licence to write), or a report to such an owner, whose ledger lets it
-    ride. Their journal entries ride the next durable append; a machine crash before it loses only them."""
+    """Steps whose loss a restart repairs or leaves on the safe side, and whose effects stay in this process
+    or go only to an owner that repairs them too. The steps: a look at a terminal or a tick (a restart
+    demands a fresh look, and ticks again); the requests a team's effects become (core `TeamRequest`) for a
+    team owned here (`reports_ride`): at its start that owner restates every notice a desk lacks and every
+    hold, release and withdrawal, and this desk writes nothing before those are applied (`gate_writes`);
+    and the end of a write and the turn after it (`write_finished`, `turn_observed`) of a notice of such a
+    team: lost, the write its durable `write_started` recorded is `unconfirmed` after the restart, which is
+    never written again unless the owner declares it lost, and the next `write_started` of the desk makes
+    them durable before any later write. Never a member's read, nor a paired owner's request or a report to
+    it (nothing restates to this desk when only this machine restarts). The effects: a recheck, a timer (no
+    licence to write), or a report to such an owner, whose ledger lets it ride. Their journal entries ride
+    the next durable append; a machine crash before it loses only them."""
     return all(
         (
             isinstance(command, d.Observe | d.Tick)
             or (isinstance(command, TeamRequest) and _owned_here(command, reports_ride))
+            or (isinstance(command, d.WriteFinished | d.TurnObserved) and _notice_here(command, reports_ride))
         )
         and isinstance(outcome, Accepted)
         and all(
@@ -684,6 +691,11 @@ def _unheeded(
 def _owned_here(request: TeamRequest, reports_ride: Callable[[str], bool]) -> bool:
     team_id = team_of(request)
     return team_id is not None and reports_ride(team_id)
+
+
+def _notice_here(report: d.WriteFinished | d.TurnObserved, reports_ride: Callable[[str], bool]) -> bool:
+    parsed = parse_notice_id(report.notice_id)
+    return parsed is not None and reports_ride(parsed[0])
 
 
 def _report_of(

@@ -29,7 +29,16 @@ from harness.io.journal_files import delivery_store_dir, ledger_store_dir, scan_
 from harness.io.team_delivery import DeliveryReport
 from harness.io.terminal_port import ScreenState
 from tests.test_daemon import SMALL, Api, running
-from tests.test_desk_runner import TIMING, FakeTerminals, local_team, question_delivery, until
+from tests.test_desk_runner import (
+    TIMING,
+    FakeTerminals,
+    desk_daemon,
+    intro,
+    is_,
+    local_team,
+    question_delivery,
+    until,
+)
 from tests.test_group_commit import publish_keys, published_keys
 
 BUSY = {"agent-alice": ScreenState.BUSY, "agent-bob": ScreenState.BUSY}
@@ -58,7 +67,14 @@ def recorded_deliveries(home: Path, team_id: str = "t1") -> list[str]:
 @contextmanager
 def ledger_fsyncs(monkeypatch: pytest.MonkeyPatch, home: Path, team_id: str = "t1") -> Iterator[list[str]]:
     """Every fsync of a file in the team's ledger store while the block runs (the real fsync still runs)."""
-    store = os.path.realpath(ledger_store_dir(home, team_id))
+    with store_fsyncs(monkeypatch, ledger_store_dir(home, team_id)) as seen:
+        yield seen
+
+
+@contextmanager
+def store_fsyncs(monkeypatch: pytest.MonkeyPatch, directory: Path) -> Iterator[list[str]]:
+    """Every fsync of a file in `directory` while the block runs (the real fsync still runs)."""
+    store = os.path.realpath(directory)
     seen: list[str] = []
     real = os.fsync
 
@@ -223,6 +239,98 @@ def test_only_steps_the_owner_restates_ride_and_only_when_the_owner_is_here() ->
     was_read = d.step(submitted.state, read, SMALL)
     assert isinstance(was_read, Accepted) and was_read.changed
     assert not _unheeded([read], [was_read], here)
+
+
+def test_the_end_of_a_write_and_its_turn_ride_only_when_the_owner_is_here() -> None:
+    """Lost with a machine crash, the write its durable `write_started` recorded is `unconfirmed` after the
+    restart, never written again: they ride when their report goes to an owner on this machine. A paired
+    owner would have been told `delivered` or `accepted` of a write this desk no longer vouches for, and
+    nothing would tell it otherwise: never then. A write's start never rides."""
+    here, elsewhere = (lambda team_id: True), (lambda team_id: False)
+    desk = d.empty_desk("here")
+    notice = "t1/q1/question"
+    for command in (
+        d.Submit(10, "t1", notice, NoticeKind.QUESTION, "q1", "m1", "here", "a1", 10**12, "hi"),
+        d.Observe(11, "a1", d.Observed.IDLE),
+    ):
+        stepped = d.step(desk, command, SMALL)
+        assert isinstance(stepped, Accepted)
+        desk = stepped.state
+    start = d.WriteStarted(12, notice, d.Observed.IDLE, 12)
+    started = d.step(desk, start, SMALL)
+    assert isinstance(started, Accepted) and started.changed
+    assert not _unheeded([start], [started], here)
+    for end in (d.WriteFinished(13, notice, result) for result in d.WriteResult):
+        ended = d.step(started.state, end, SMALL)
+        assert isinstance(ended, Accepted) and ended.changed
+        assert _unheeded([end], [ended], here), end
+        assert not _unheeded([end], [ended], elsewhere), end
+    finished = d.step(started.state, d.WriteFinished(13, notice, d.WriteResult.OK), SMALL)
+    assert isinstance(finished, Accepted)
+    turn = d.TurnObserved(14, notice)
+    turned = d.step(finished.state, turn, SMALL)
+    assert isinstance(turned, Accepted) and turned.changed
+    assert _unheeded([turn], [turned], here)
+    assert not _unheeded([turn], [turned], elsewhere)
+
+
+async def test_a_write_whose_end_a_crash_lost_is_unconfirmed_and_never_written_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seed: "recoverable after a crash without repeating an uncertain write". The end of q1's write and
+    the turn after it cost the desk no fsync and are in its journal at once (killing the daemon loses
+    neither). A machine crash may take them (cut here from the journal's end, after q1's durable
+    `write_started`), though the ledger kept `accepted`: after the restart the owner sees `unconfirmed`,
+    what the desk can still vouch for, and q1 is not written again while a later question is."""
+    desk_store = delivery_store_dir(tmp_path)
+    fake = FakeTerminals({"agent-alice": ScreenState.BUSY, "agent-bob": ScreenState.IDLE})
+    async with desk_daemon(tmp_path, fake) as daemon:
+        _, keys = await local_team(daemon)
+        await until(lambda: is_(intro(daemon, "bob"), "delivered"))
+        alice = await Api.open(daemon, keys["alice"])
+        fake.gate, fake.writing = trio.Event(), trio.Event()
+        await alice("ask", "t1", id="q1", to="bob", text="Which port?")
+        await fake.writing.wait()  # write_started is durable: the paste is under way
+        with store_fsyncs(monkeypatch, desk_store) as fsyncs:
+            fake.gate.set()
+            await until(lambda: is_(question_delivery(daemon, "q1"), "delivered"))
+            fake.turned.add("agent-bob")
+            await until(lambda: is_(question_delivery(daemon, "q1"), "accepted"))
+        assert fsyncs == [], "the end of q1's write or its turn waited for an fsync of the desk"
+        assert {"write_finished", "turn_observed"} <= set(desk_entries_of(tmp_path, "t1/q1/question"))
+    assert is_(question_delivery(daemon, "q1"), "accepted")  # the ledger kept it
+    cut = cut_desk_journal_after_write_started(tmp_path, "t1/q1/question")
+    assert {"write_finished", "turn_observed"} <= set(cut)
+
+    again = FakeTerminals({"agent-alice": ScreenState.BUSY, "agent-bob": ScreenState.IDLE})
+    async with desk_daemon(tmp_path, again) as daemon:
+        await until(lambda: is_(question_delivery(daemon, "q1"), "unconfirmed", "restart"))
+        alice = await Api.open(daemon, keys["alice"])
+        await alice("ask", "t1", id="q2", to="bob", text="Which host?")
+        await until(lambda: is_(question_delivery(daemon, "q2"), "delivered"))
+        assert [text for text in again.written_to("agent-bob") if "Which port?" in text] == []
+        assert is_(question_delivery(daemon, "q1"), "unconfirmed", "restart")
+
+
+def desk_entries_of(home: Path, notice_id: str) -> list[str]:
+    """The types of the desk journal's entries on disk about `notice_id`, in order."""
+    entries = scan_store(delivery_store_dir(home), FileOps()).recovery.entries
+    return [str(e.body["type"]) for e in entries if e.body.get("noticeId") == notice_id]
+
+
+def cut_desk_journal_after_write_started(home: Path, notice_id: str) -> list[str]:
+    """Cut the desk journal's last file after `notice_id`'s write_started, as a machine crash loses what
+    rode: only ever a suffix. Returns the types of the entries cut."""
+    last = sorted(delivery_store_dir(home).glob("journal-*.jsonl"))[-1]
+    lines = last.read_bytes().split(b"\n")[:-1]
+    entries = [json.loads(line)["entry"] for line in lines]
+    start = max(
+        i
+        for i, entry in enumerate(entries)
+        if entry.get("type") == "write_started" and entry.get("noticeId") == notice_id
+    )
+    last.write_bytes(b"".join(line + b"\n" for line in lines[: start + 1]))
+    return [str(entry.get("type")) for entry in entries[start + 1 :]]
 
 
 def replay_desk_here(home: Path) -> d.Desk:
