@@ -274,7 +274,9 @@ class DeliveryRouter:
                 elif isinstance(command, d.Submit):  # owed, visibly waiting for a route to its machine
                     queued = d.DeliveryState.QUEUED.value
                     owed = DeliveryReport(command.team_id, command.notice_id, queued, UNPAIRED)
-                    await self.ledger.report(owed)
+                    # This daemon's own word, said again at every start while the view never got past
+                    # `queued` (`_restate`): it rides the team's next append, as this desk's reports do.
+                    await self.ledger.report(owed, rides=True)
         # Every request of an accepted command was handed over; now the desk may stop looking.
         self.desk.stop()
 

@@ -368,11 +368,12 @@ class LedgerRunner:
     async def report(self, report: DeliveryReport, *, rides: bool = False) -> None:
         """Record a destination's report (this desk's, or a paired machine's) in the owner ledger.
 
-        With `rides` (a report of this machine's own desk, about a team owned here) its journal entry is
-        written at once but waits for no fsync of its own (`JournalStore.enqueue`): it becomes durable with
-        the team's next append, or when the store closes. The desk tells the owner every notice's state
-        again at each start, so a machine crash that loses such entries (only ever the journal's last ones)
-        loses nothing a restart does not restore (spec/team-v1.md, Choices). A paired machine's report is
+        With `rides` (a report of this machine's own desk about a team owned here, or the daemon's own
+        `unpaired`) its journal entry is written at once but waits for no fsync of its own
+        (`JournalStore.enqueue`): it becomes durable with the team's next append, or when the store closes.
+        The desk tells the owner every notice's state again at each start, and the start reports every
+        notice owed to an unpaired machine again, so a machine crash that loses such entries (only ever the
+        journal's last ones) loses nothing a restart does not restore (spec/team-v1.md, Choices). A paired machine's report is
         appended durably: nothing there repeats it when this daemon restarts."""
         command = RecordDelivery(0, report.team_id, report.notice_id, report.state, report.reason)
         # Shutting down: a lost observation is one the destination reports again after the restart.

@@ -28,7 +28,7 @@ from harness.io.fileops import FileOps
 from harness.io.journal_files import delivery_store_dir, ledger_store_dir, scan_store
 from harness.io.team_delivery import DeliveryReport
 from harness.io.terminal_port import ScreenState
-from tests.test_daemon import SMALL, Api, running
+from tests.test_daemon import SMALL, Api, running, team_with_keys
 from tests.test_desk_runner import (
     TIMING,
     FakeTerminals,
@@ -125,6 +125,21 @@ async def test_a_paired_machines_report_is_durable_before_the_owner_shows_it(
             await until(lambda: shows(daemon, "delivered"))
         assert fsyncs, "a paired machine's report was shown before it was durable"
         assert recorded_deliveries(tmp_path)[-1] == "t1/q1/question"
+
+
+async def test_the_daemons_own_unpaired_report_rides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A notice owed to a machine this daemon has no route to is reported `queued`/`unpaired` by the daemon
+    itself, and every start says so again while the owner's view never got past `queued`: the ask's own
+    append is the one fsync of the team's journal."""
+    async with running(tmp_path) as daemon:
+        owner = await Api.open(daemon)
+        keys = await team_with_keys(owner, people=("alice", "bob"), machine="elsewhere")
+        alice = await Api.open(daemon, keys["alice"])
+        with ledger_fsyncs(monkeypatch, tmp_path) as fsyncs:
+            await alice("ask", "t1", id="q1", to="bob", text="Which port?")
+            await until(lambda: is_(question_delivery(daemon, "q1"), "queued", "unpaired"))
+        assert len(fsyncs) == 1, fsyncs
+        assert recorded_deliveries(tmp_path)[-1] == "t1/q1/question"  # written at once
 
 
 async def _busy_daemon(home: Path) -> None:
