@@ -17,7 +17,7 @@ from . import delivery as d
 from .effects import SubmitNotice, parse_notice_id
 from .limits import Limits
 from .records import Ledger, Team, TeamState
-from .team import RestatedEffect, restatement
+from .team import RestatedEffect, owed_machines, owed_notices, restated_guards, restatement
 
 # The desk requests a team effect becomes (core/system.py `desk_command`).
 TeamRequest = d.Submit | d.Withdraw | d.WithdrawMember | d.WithdrawTeam | d.Hold | d.Release
@@ -144,12 +144,13 @@ def restatement_routes(
     what it must not; the notices alone, what it may still lack. When this machine is the team's only
     destination, an effect `moot_here` says its desk would ignore is left out before it is routed (at the
     seed's bounds most of a restart's: the withdrawal of every finished exchange)."""
-    effects = restatement(team, limits)
-    owed = {effect.machine_id for effect in effects if isinstance(effect, SubmitNotice)}
+    effects: tuple[RestatedEffect, ...]
+    if part is RestatementPart.GUARDS:  # without the owed notices, which only name their machines here
+        effects, owed = restated_guards(team), owed_machines(team)
+    else:
+        effects = restatement(team, limits) if part is RestatementPart.ALL else owed_notices(team, limits)
+        owed = frozenset(effect.machine_id for effect in effects if isinstance(effect, SubmitNotice))
     told = Known(known.here, lambda team_id: {*known.holders(team_id), *owed})
-    if part is not RestatementPart.ALL:
-        notices = part is RestatementPart.NOTICES
-        effects = tuple(effect for effect in effects if isinstance(effect, SubmitNotice) is notices)
     if known.here is not None and set(told.holders(team.id)) <= {known.here}:
         effects = tuple(effect for effect in effects if not moot_here(effect))
     return route(ledger, effects, told, translate)

@@ -368,7 +368,17 @@ def owed_notices(team: Team, limits: Limits = DEFAULT_LIMITS) -> tuple[SubmitNot
     return tuple(owed)
 
 
-RestatedEffect = HoldTeam | ReleaseTeam | WithdrawTeam | WithdrawMember | WithdrawNotice | SubmitNotice
+def owed_machines(team: Team) -> frozenset[str]:
+    """The machines `owed_notices` names, without making the notices (a start's guards need only these, and
+    at the seed's bounds a team owes some 450 notices): every active member is owed its introduction, and
+    every other owed notice goes to an active member."""
+    if team.state is T.ARCHIVED:
+        return frozenset()
+    return frozenset(m.machine_id for m in team.members.values() if m.state is MembershipState.ACTIVE)
+
+
+RestatedGuard = HoldTeam | ReleaseTeam | WithdrawTeam | WithdrawMember | WithdrawNotice
+RestatedEffect = RestatedGuard | SubmitNotice
 
 
 def restatement(team: Team, limits: Limits = DEFAULT_LIMITS) -> tuple[RestatedEffect, ...]:
@@ -377,9 +387,15 @@ def restatement(team: Team, limits: Limits = DEFAULT_LIMITS) -> tuple[RestatedEf
     are moot, then every owed notice. A daemon restates it after a restart, since a crash can fall between a
     durable ledger change and the destination's durable receipt of any effect; each desk command is
     idempotent, so restating what a desk already has changes nothing there."""
+    return restated_guards(team) + owed_notices(team, limits)
+
+
+def restated_guards(team: Team) -> tuple[RestatedGuard, ...]:
+    """`restatement` but the owed notices: whether the team is held (or withdrawn, archived), and the
+    memberships and question notices that are moot."""
     if team.state is T.ARCHIVED:
         return (WithdrawTeam(team.id),)
-    effects: list[RestatedEffect] = [HoldTeam(team.id) if team.state is T.PAUSED else ReleaseTeam(team.id)]
+    effects: list[RestatedGuard] = [HoldTeam(team.id) if team.state is T.PAUSED else ReleaseTeam(team.id)]
     effects.extend(
         WithdrawMember(team.id, member_id)
         for member_id in team.member_order
@@ -390,7 +406,6 @@ def restatement(team: Team, limits: Limits = DEFAULT_LIMITS) -> tuple[RestatedEf
         for exchange_id in team.exchange_order
         if team.exchanges[exchange_id].state is not Q.OPEN
     )
-    effects.extend(owed_notices(team, limits))
     return tuple(effects)
 
 

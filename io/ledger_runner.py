@@ -373,8 +373,8 @@ class LedgerRunner:
         (`JournalStore.enqueue`): it becomes durable with the team's next append, or when the store closes.
         The desk tells the owner every notice's state again at each start, and the start reports every
         notice owed to an unpaired machine again, so a machine crash that loses such entries (only ever the
-        journal's last ones) loses nothing a restart does not restore (spec/team-v1.md, Choices). A paired machine's report is
-        appended durably: nothing there repeats it when this daemon restarts."""
+        journal's last ones) loses nothing a restart does not restore (spec/team-v1.md, Choices). A paired
+        machine's report is appended durably: nothing there repeats it when this daemon restarts."""
         command = RecordDelivery(0, report.team_id, report.notice_id, report.state, report.reason)
         # Shutting down: a lost observation is one the destination reports again after the restart.
         with contextlib.suppress(trio.ClosedResourceError):

@@ -23,7 +23,7 @@ from harness.core.limits import Limits
 from harness.core.outcome import Accepted
 from harness.core.queries import WaitReason, decide_wait, incoming_for, was_read
 from harness.core.records import EMPTY_LEDGER, REASON_PATTERN, Ledger, QuestionState, TeamState
-from harness.core.team import owed_notices, step
+from harness.core.team import owed_machines, owed_notices, step
 from harness.io.ledger_runner import ledger_events
 
 LIMITS = Limits(memberships=6, exchanges=14, pending_per_sender=3, asks_per_minute=6, parent_chain=3)
@@ -104,7 +104,7 @@ class TeamLedgerMachine(RuleBasedStateMachine):
 
     @initialize()
     def create(self) -> None:
-        members = tuple(c.NewMember(f"m{n}", "mach", f"a{n}", f"n{n}", "", f"k{n}") for n in range(4))
+        members = tuple(c.NewMember(f"m{n}", machine_of(n), f"a{n}", f"n{n}", "", f"k{n}") for n in range(4))
         assert isinstance(self.apply(c.CreateTeam(self.at(), TEAM, "team", members)), Accepted)
 
     def known_qid(self, data: st.DataObject) -> str:
@@ -229,8 +229,8 @@ class TeamLedgerMachine(RuleBasedStateMachine):
     def add(self, same_agent: bool) -> None:
         n = self.next_member
         self.next_member += 1
-        agent = "a1" if same_agent else f"a{n}"
-        self.apply(c.AddMember(self.at(), TEAM, c.NewMember(f"m{n}", "mach", agent, f"n{n}", "", f"k{n}")))
+        machine, agent = (machine_of(1), "a1") if same_agent else (machine_of(n), f"a{n}")
+        self.apply(c.AddMember(self.at(), TEAM, c.NewMember(f"m{n}", machine, agent, f"n{n}", "", f"k{n}")))
 
     @rule(membership=st.sampled_from(["m0", "m1", "m2", "m3", "m4", "m5", "nope"]), now=st.integers(0, 3))
     def remove(self, membership: str, now: int) -> None:
@@ -295,6 +295,8 @@ class TeamLedgerMachine(RuleBasedStateMachine):
         team = self.ledger.teams.get(TEAM)
         if team is not None:
             assert {n.notice_id: n for n in owed_notices(team, LIMITS)} == self.owed
+            # A start's guards reach every machine owed a notice without making the notices.
+            assert owed_machines(team) == {n.machine_id for n in self.owed.values()}
 
     @invariant()
     def no_accepted_ask_vanishes(self) -> None:
@@ -329,4 +331,9 @@ class TeamLedgerMachine(RuleBasedStateMachine):
 TeamLedgerMachine.TestCase.settings = settings(
     max_examples=300, stateful_step_count=50, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
+def machine_of(member: int) -> str:
+    """Members on two machines, so that a notice owed to the wrong member names the wrong machine."""
+    return "mach" if member % 2 == 0 else "mach-b"
+
+
 test_team_ledger_machine = TeamLedgerMachine.TestCase
