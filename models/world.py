@@ -83,11 +83,47 @@ StepSystem = Callable[[System, Action, Limits], Accepted[System] | Rejected]
 Admit = Callable[..., Grants | Rejected]  # core.remote_grant.admit's signature (keyword arguments)
 
 
-@functools.lru_cache(maxsize=1 << 16)
+_memo_step = functools.lru_cache(maxsize=1 << 16)(step_system)
+
+
+class StepMemo:
+    """Whether `real_step_system` keeps what it computed. A step is a pure function of its arguments, and in
+    some scenarios many explored worlds share a system and clock and differ only in their screens, waits or
+    relay (wait-deadlock, the link scenarios: most steps are found in the memo). In others nearly every
+    step is new (three-agents-parent-chain: 233 of 166,894), and keeping 65,536 outcomes alive only slowed
+    the search (by about a tenth). So each search starts memoizing (`reset`, at its initial world), and once
+    a window of `WINDOW` steps found fewer than `LEAST` of them in the memo, steps it for the rest of that
+    search without keeping them. Either way every step is the real reducers' answer."""
+
+    WINDOW = 10_000
+    LEAST = 200
+    keeping = True
+    calls = 0
+    hits_before = 0
+    scenario: object = None
+
+    @classmethod
+    def start(cls, scenario: object) -> None:
+        """A search of `scenario` begins (its initial world is built): a new scenario memoizes again."""
+        if scenario != cls.scenario:
+            _memo_step.cache_clear()
+            cls.keeping, cls.calls, cls.hits_before, cls.scenario = True, 0, 0, scenario
+
+
 def real_step_system(system: System, action: Action, limits: Limits) -> Accepted[System] | Rejected:
-    """The real composed reducers. Memoized: many explored worlds share a system and differ only in their
-    screens or clock, and a step is a pure function of its arguments."""
-    return step_system(system, action, limits)
+    """The real composed reducers, memoized while that pays (`StepMemo`)."""
+    memo = StepMemo
+    if not memo.keeping:
+        return step_system(system, action, limits)
+    memo.calls += 1
+    if memo.calls % memo.WINDOW == 0:
+        hits = _memo_step.cache_info().hits
+        if hits - memo.hits_before < memo.LEAST:
+            memo.keeping = False
+            _memo_step.cache_clear()
+            return step_system(system, action, limits)
+        memo.hits_before = hits
+    return _memo_step(system, action, limits)
 
 
 @attrs.frozen
@@ -212,6 +248,7 @@ def question_id(index: int) -> str:
 
 
 def initial_world(config: Config, protocol: Protocol) -> World:
+    StepMemo.start((config, protocol))
     members = tuple(new_member(config, i) for i in _founders(config))
     world = World(
         system=System(),

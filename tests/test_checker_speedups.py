@@ -31,7 +31,7 @@ from harness.models.checker import Result, Transition, explore
 from harness.models.mutants import MUTANTS
 from harness.models.scenarios import BOARD_SCENARIOS, SCENARIOS, WorldModel
 from harness.models.symmetry import KeyTable, reference_key
-from harness.models.world import World, canonical_fields, canonical_world
+from harness.models.world import StepMemo, World, canonical_fields, canonical_world
 
 RING = SCENARIOS["three-agents-ring"]
 DEPTH = 5  # a few hundred worlds: every kind of step of the ring, cheap enough for the suite
@@ -261,3 +261,35 @@ def test_jobs_stop_at_the_first_violation_in_catalogue_order() -> None:
 def test_jobs_below_one_is_refused() -> None:
     result = CliRunner().invoke(app, ["check", "pause-resume-cancel", "--jobs", "0"])
     assert result.exit_code == 2
+
+
+@pytest.mark.parametrize("name", ["two-agents-ask-each-other", "wait-deadlock"])
+def test_a_search_that_stops_memoizing_steps_reaches_what_one_that_keeps_them_reaches(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The step memo stops keeping outcomes once a window finds too few of them there (StepMemo); the
+    steps are the reducers' either way, so the search is the same search."""
+    model = SCENARIOS[name]
+    monkeypatch.setattr(StepMemo, "scenario", None)
+    monkeypatch.setattr(StepMemo, "LEAST", 0)  # never stops keeping
+    kept = explore(model, 8)
+    assert StepMemo.keeping
+    monkeypatch.setattr(StepMemo, "scenario", None)
+    monkeypatch.setattr(StepMemo, "WINDOW", 100)
+    monkeypatch.setattr(StepMemo, "LEAST", 101)  # stops after the first window
+    dropped = explore(model, 8)
+    assert not StepMemo.keeping
+    assert kept.violation is None and dropped.violation is None
+    assert counts(kept) == counts(dropped) and kept.states > 500
+
+
+def test_a_mutant_stopped_memoizing_is_caught_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = SCENARIOS["two-agents-ask-each-other"].with_protocol(MUTANTS["accept-non-addressee-reply"])
+    monkeypatch.setattr(StepMemo, "scenario", None)
+    kept = explore(model, model.max_depth)
+    monkeypatch.setattr(StepMemo, "scenario", None)
+    monkeypatch.setattr(StepMemo, "WINDOW", 10)
+    monkeypatch.setattr(StepMemo, "LEAST", 11)
+    dropped = explore(model, model.max_depth)
+    assert kept.violation is not None and dropped.violation is not None
+    assert kept.violation.labels == dropped.violation.labels
