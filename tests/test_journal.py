@@ -231,6 +231,39 @@ async def test_damage_is_corrupt_state_and_nothing_changes(tmp_path: Path, case:
     }
 
 
+@pytest.mark.parametrize(
+    "case", ["bad_checksum", "unparseable", "seq_gap", "seq_repeated", "wrong_version", "foreign_head"]
+)
+async def test_damage_to_entries_a_checkpoint_covers_is_corrupt_state_too(tmp_path: Path, case: str) -> None:
+    """A scan reads the seq of an entry its checkpoint covers from the head the store wrote, without parsing
+    the entry's body (a replay never reads it): its checksum and its place in the sequence are checked all
+    the same, and a record that does not start as the store writes one is parsed whole."""
+    directory = tmp_path / "s"
+    entries = await fill(directory, 5)
+    store, _ = await JournalStore.open(directory)
+    await store.checkpoint(3, {"items": entries[:3]})  # behind the journal's end: segment 1 stays
+    await store.aclose()
+    segment = directory / segment_name(1)
+    lines = segment.read_bytes().split(b"\n")[:-1]
+    assert len(lines) == 5, "the covered entries 1-3 share segment 1 with 4-5"
+    at = len(lines[0]) + 1  # seq 2, covered
+    flipped = bytearray(lines[1])
+    flipped[20] ^= 0x01
+    foreign = b'{"seq":2,"v":1,"entry":[]'  # a valid record's keys in another order, its body not an object
+    second = {
+        "bad_checksum": bytes(flipped) + b"\n",
+        "unparseable": b"not json at all\n" + lines[1] + b"\n",
+        "seq_gap": _record(7, {"n": 1}),
+        "seq_repeated": _record(1, {"n": 1}),
+        "wrong_version": _record(2, {"n": 1}, version=2),
+        "foreign_head": foreign + b',"crc":"%08x"}\n' % zlib.crc32(foreign),
+    }[case]
+    segment.write_bytes(lines[0] + b"\n" + second + b"".join(line + b"\n" for line in lines[2:]))
+    with pytest.raises(CorruptState) as info:
+        await JournalStore.open(directory)
+    assert info.value.path == segment and info.value.offset == at, info.value.reason
+
+
 async def test_checkpoint_that_does_not_connect(tmp_path: Path) -> None:
     directory = tmp_path / "s"
     await fill(directory, 6, checkpoint_at=3)  # checkpoint 3; the journal keeps 4..6
