@@ -790,6 +790,9 @@ def _submit(desk: Desk, command: Submit, limits: Limits) -> Accepted[Desk] | Rej
         return reject(E.CONFLICT, f"notice id {command.notice_id!r} was already used for a different notice")
     if command.machine_id != desk.machine_id:
         return reject(E.BAD_REQUEST, f"notice for machine {command.machine_id!r} sent to {desk.machine_id!r}")
+    refused = admission_refusal(desk, command.notice_id, command.expires_at, command.at, limits)
+    if refused is not None:
+        return refused
     if not command.text.strip():
         return reject(E.BAD_REQUEST, "a notice needs a text")
     size = len(command.text.encode("utf-8"))
@@ -798,14 +801,6 @@ def _submit(desk: Desk, command: Submit, limits: Limits) -> Accepted[Desk] | Rej
             E.BOUND_EXCEEDED,
             f"notice has {size} bytes; at most {limits.notice_bytes} (excerpt it with a pointer)",
             "notice_bytes",
-        )
-    if command.expires_at <= command.at:
-        return reject(E.EXPIRED, f"notice {command.notice_id!r} expired at {command.expires_at}")
-    if len(desk.notices) >= limits.delivery_records:
-        return reject(
-            E.BOUND_EXCEEDED,
-            f"machine {desk.machine_id!r} already retains {limits.delivery_records} delivery records",
-            "delivery_records",
         )
     txn = _Txn(desk, command.at, limits)
     work = txn.session(command.agent_id)
@@ -838,6 +833,23 @@ def _submit(desk: Desk, command: Submit, limits: Limits) -> Accepted[Desk] | Rej
     work.add_timer((notice.expires_at, notice.id))
     txn.put(notice)
     return txn.commit(notice, next_seq=desk.next_seq + 1)
+
+
+def admission_refusal(
+    desk: Desk, notice_id: str, expires_at: int, at: int, limits: Limits
+) -> Rejected | None:
+    """Why the desk refuses a new notice whatever its text (a submit checks this before the text): it has
+    expired by `at`, or the desk already retains its bound of records. The owner can tell it before it
+    renders the notice (a start's restatement, io/delivery_router.py)."""
+    if expires_at <= at:
+        return reject(E.EXPIRED, f"notice {notice_id!r} expired at {expires_at}")
+    if len(desk.notices) >= limits.delivery_records:
+        return reject(
+            E.BOUND_EXCEEDED,
+            f"machine {desk.machine_id!r} already retains {limits.delivery_records} delivery records",
+            "delivery_records",
+        )
+    return None
 
 
 def _observe(desk: Desk, command: Observe, limits: Limits) -> Accepted[Desk] | Rejected:

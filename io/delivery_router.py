@@ -211,31 +211,45 @@ class DeliveryRouter:
         if self.desk.unavailable is not None:
             return False
         if isinstance(request, d.Submit):
-            return _held_moot(request, desk) or self._refused_as_recorded(request, desk)
+            return _held_moot(request, desk) or self._refused_as_recorded(request, desk, text_free=False)
         return isinstance(request, d.Withdraw) and _held_moot(request, desk)
 
     def _moot_effect(self, effect: RestatedEffect, desk: d.Desk) -> bool:
         """`_moot_here` of a restated effect before it is routed and its notice rendered, as far as this
-        desk's table tells (core/routing.py `restatement_routes`, for a team only this machine hears)."""
+        desk's table tells and, for a submit it does not hold, as far as the desk refuses it whatever its
+        text (core/routing.py `restatement_routes`, for a team only this machine hears). At the seed's bounds
+        most of a start's restated submits are answer notices a full desk refused: none is rendered."""
+        if self.desk.unavailable is not None or not isinstance(effect, SubmitNotice | WithdrawNotice):
+            return False
+        if _held_moot(effect, desk):
+            return True
         return (
-            self.desk.unavailable is None
-            and isinstance(effect, SubmitNotice | WithdrawNotice)
-            and _held_moot(effect, desk)
+            isinstance(effect, SubmitNotice)
+            and effect.machine_id == desk.machine_id
+            and self._refused_as_recorded(effect, desk, text_free=True)
         )
 
-    def _refused_as_recorded(self, submit: d.Submit, desk: d.Desk) -> bool:
-        """Whether the desk would refuse `submit`, stamped as it stamps it, for a reason time cannot lift
-        while this daemon runs (a full desk only fills; an expiry or a size stays), and the owner already
-        records exactly that refusal, so that its report would change nothing. Not an introduction: its
-        view is shared by the member's re-introductions, whose reports may have moved it since."""
+    def _refused_as_recorded(self, submit: d.Submit | SubmitNotice, desk: d.Desk, *, text_free: bool) -> bool:
+        """Whether the desk would refuse `submit` (a notice it does not hold), stamped as it stamps it, for a
+        reason time cannot lift while this daemon runs (a full desk only fills; an expiry or a size stays),
+        and the owner already records exactly that refusal, so that its report would change nothing. With
+        `text_free`, only the refusals a submit meets before its text is looked at (core/delivery.py
+        `admission_refusal`), so that an unrendered notice can be told. Not an introduction: its view is
+        shared by the member's re-introductions, whose reports may have moved it since."""
         if submit.kind is NoticeKind.INTRODUCTION:
             return False
         team = self.ledger.durable.teams.get(submit.team_id)
         view = None if team is None else delivery_view(team, submit.notice_id)
         if view is None or view.state != d.DeliveryState.REJECTED.value:
             return False
-        refused = d.step(desk, attrs.evolve(submit, at=self.desk.stamp()), self.limits)
-        if not isinstance(refused, Rejected) or refused.code is ErrorCode.CORRUPT_STATE:
+        at = self.desk.stamp()
+        if text_free:
+            refused = d.admission_refusal(desk, submit.notice_id, submit.expires_at, at, self.limits)
+        else:
+            assert isinstance(submit, d.Submit)
+            stepped = d.step(desk, attrs.evolve(submit, at=at), self.limits)
+            refused = stepped if isinstance(stepped, Rejected) else None
+        if refused is None or refused.code is ErrorCode.CORRUPT_STATE:
             return False
         if refused.bound == "queued_per_agent":  # an agent's queue drains: the desk may take it by then
             return False

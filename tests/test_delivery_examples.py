@@ -544,6 +544,25 @@ def test_rule9_delivery_records_is_explicit_and_retained() -> None:
     assert len(desk.desk.notices) == 3
 
 
+@pytest.mark.parametrize("text", ["", "   ", "é" * 40])
+def test_rule9_a_full_desk_or_an_expiry_refuses_a_notice_before_its_text_is_looked_at(text: str) -> None:
+    """The owner tells a refusal as recorded before it renders a notice (a start's restatement): the refusals
+    `admission_refusal` names are the desk's answer whatever the text, empty or too long."""
+    desk = Desk(limits=Limits(delivery_records=1, notice_bytes=64))
+    desk.submit(0)
+    later = d.Submit(
+        desk.at(), "t1", "t1/q1/question", NoticeKind.QUESTION, "q1", "m", MACHINE, "a1", 10**9, text
+    )
+    full = desk.fails(later, ErrorCode.BOUND_EXCEEDED, "delivery_records")
+    assert d.admission_refusal(desk.desk, later.notice_id, later.expires_at, later.at, desk.limits) == full
+    roomy = Desk(limits=Limits(notice_bytes=64))
+    expired = attrs.evolve(later, expires_at=later.at)
+    assert roomy.fails(expired, ErrorCode.EXPIRED) == d.admission_refusal(
+        roomy.desk, expired.notice_id, expired.expires_at, expired.at, roomy.limits
+    )
+    assert d.admission_refusal(roomy.desk, later.notice_id, later.expires_at, later.at, roomy.limits) is None
+
+
 def test_rule9_notice_bytes_and_excerpts() -> None:
     desk = Desk(limits=Limits(notice_bytes=64))
     text = "é" * 40  # 80 bytes

@@ -9,6 +9,7 @@ import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -16,7 +17,10 @@ import trio
 import trio.testing
 
 from harness.core import delivery as d
+from harness.core import system
+from harness.core.effects import SubmitNotice
 from harness.core.limits import DEFAULT_LIMITS, Limits
+from harness.core.records import Ledger
 from harness.core.routing import RestatementPart
 from harness.io.agents import AgentRegistry
 from harness.io.daemon import Daemon
@@ -217,7 +221,8 @@ async def test_a_full_desk_is_not_asked_again_what_it_refused_and_the_owner_reco
     delivery-record bound, so the restored desk is full:
 
     q2 the desk took (the owner saw it queued), but it lacks it now: submitted, refused, the owner told.
-    q3 the full desk refused, and the owner records that refusal: moot, not submitted again.
+    q3 the full desk refused, and the owner records that refusal: moot, not submitted again, and not even
+    rendered (a full desk refuses a notice before it looks at its text).
     carol's introduction, refused the same way: submitted (its view is shared with re-introductions)."""
     roomy = attrs.evolve(LIMITS, delivery_records=4)  # two introductions, q1 and q2
     async with busy_daemon(tmp_path, roomy) as daemon:
@@ -240,11 +245,20 @@ async def test_a_full_desk_is_not_asked_again_what_it_refused_and_the_owner_reco
     restore_desk(tmp_path, before)
 
     recording = record_restatement(monkeypatch)
+    rendered: list[str] = []
+    render = system.render_notice
+
+    def recording_render(ledger: Ledger, effect: SubmitNotice, *args: Any) -> str:
+        rendered.append(effect.notice_id)
+        return render(ledger, effect, *args)
+
+    monkeypatch.setattr(system, "render_notice", recording_render)
     async with busy_daemon(tmp_path, attrs.evolve(LIMITS, delivery_records=3)) as daemon:
         restated = await recording.finished()
         submitted = notice_ids(restated, d.Submit)
         assert question("q2") in submitted, f"a refusal the owner does not know of was skipped: {submitted}"
         assert question("q3") not in submitted, "a full desk was asked again what it refused, as recorded"
+        assert question("q2") in rendered and question("q3") not in rendered, rendered
         # An introduction's view is shared with the member's re-introductions: never taken as recorded.
         assert introduction_of(daemon, "carol")[0] in submitted, f"an introduction was skipped: {submitted}"
         await until(lambda: view_of(daemon, "q2") == REFUSED_FULL)
