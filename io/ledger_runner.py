@@ -376,9 +376,15 @@ class LedgerRunner:
         journal's last ones) loses nothing a restart does not restore (spec/team-v1.md, Choices). A paired
         machine's report is appended durably: nothing there repeats it when this daemon restarts."""
         command = RecordDelivery(0, report.team_id, report.notice_id, report.state, report.reason)
+        pending = Pending(command, rides=rides)
         # Shutting down: a lost observation is one the destination reports again after the restart.
         with contextlib.suppress(trio.ClosedResourceError):
-            await self._send.send(Pending(command, rides=rides))
+            try:
+                # Without a turn of the event loop while the queue has room: the reports of one desk batch
+                # (or of a start's sync) reach the ledger task together and are stepped in one of its turns.
+                self._send.send_nowait(pending)
+            except trio.WouldBlock:
+                await self._send.send(pending)
 
     async def run(self, sink: EffectSink) -> None:
         tickets_send, tickets_receive = trio.open_memory_channel[Pending](PIPELINE_DEPTH)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 from harness.core import delivery as d
 from harness.core.outcome import Accepted
@@ -25,7 +26,9 @@ from harness.io.client import Client
 from harness.io.daemon import Daemon
 from harness.io.desk_runner import _unheeded, prune_desk, replay_desk
 from harness.io.fileops import FileOps
+from harness.io.journal import CheckpointPolicy
 from harness.io.journal_files import delivery_store_dir, ledger_store_dir, scan_store
+from harness.io.ledger_runner import LEDGER_QUEUE, LedgerRunner
 from harness.io.team_delivery import DeliveryReport
 from harness.io.terminal_port import ScreenState
 from tests.test_daemon import SMALL, Api, running, team_with_keys
@@ -140,6 +143,30 @@ async def test_the_daemons_own_unpaired_report_rides(tmp_path: Path, monkeypatch
             await until(lambda: is_(question_delivery(daemon, "q1"), "queued", "unpaired"))
         assert len(fsyncs) == 1, fsyncs
         assert recorded_deliveries(tmp_path)[-1] == "t1/q1/question"  # written at once
+
+
+async def test_the_reports_of_a_desk_batch_reach_the_ledger_without_a_turn_of_the_event_loop(
+    tmp_path: Path,
+) -> None:
+    """A desk batch reports each of its notices; while the ledger's queue has room, reporting does not yield,
+    so the ledger task finds the whole batch in one turn and steps it together (one append per team).
+    A full queue still waits for room: nothing is dropped."""
+    runner = LedgerRunner(tmp_path, SMALL, lambda: 0, checkpoints=CheckpointPolicy(), log=lambda line: None)
+    queued = DeliveryReport("t1", "t1/q1/question", "queued", "busy")
+    with trio.testing.assert_no_checkpoints():
+        for _ in range(LEDGER_QUEUE):
+            await runner.report(queued, rides=True)
+    reported = trio.Event()
+
+    async def one_more() -> None:
+        await runner.report(queued, rides=True)
+        reported.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(one_more)
+        await trio.testing.wait_all_tasks_blocked()
+        assert not reported.is_set(), "a report went past a full queue"
+        nursery.cancel_scope.cancel()
 
 
 async def _busy_daemon(home: Path) -> None:
