@@ -409,7 +409,7 @@ class LedgerRunner:
                 for store, group in writes.values():
                     await nursery.start(self._persist, store, group)
                 for pending in turn:
-                    try:  # no turn of the event loop per ticket: the finisher takes the turn's tickets at once
+                    try:  # no turn of the event loop per ticket: the finisher takes a turn's tickets at once
                         tickets.send_nowait(pending)
                     except trio.WouldBlock:
                         await tickets.send(pending)

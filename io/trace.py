@@ -342,7 +342,7 @@ class TeamTraces:
     def __init__(
         self,
         data_dir: Path,
-        redactor: Callable[[], Redactor],  # called at each writer's open, so it sees the secrets of now
+        redactor: Callable[[], Redactor],  # called once per batch of opens: it sees the secrets of now
         *,
         log: Callable[[str], None],
         bounds: TraceBounds = DEFAULT_BOUNDS,
@@ -426,8 +426,11 @@ class TeamTraces:
         by_team: dict[str, list[_Event]] = {}
         for team_id, source, event in batch:
             by_team.setdefault(team_id, []).append((source, event))
+        # The writers this batch opens share one redactor: the secrets of now, read once (a start opens every
+        # team's trace at once, and each read goes through every member key of the data directory).
+        redactor: list[Redactor] = []
         for team_id, events in by_team.items():
-            writer = await self._writer(team_id)
+            writer = await self._writer(team_id, redactor)
             # Handed over in the same step as the backlog drops: a later emit may then write directly.
             self._backlog[team_id] -= len(events)
             if not self._backlog[team_id]:
@@ -464,15 +467,18 @@ class TeamTraces:
             except (TraceFailed, OSError) as error:
                 self._fail(team_id, error)
 
-    async def _writer(self, team_id: str) -> TraceWriter | None:
+    async def _writer(self, team_id: str, redactor: list[Redactor]) -> TraceWriter | None:
+        """The team's open writer, opened now if need be with the batch's `redactor` (made at its first)."""
         if team_id in self.failed:
             return None
         writer = self._writers.get(team_id)
         if writer is None:
             try:
-                redactor = await trio.to_thread.run_sync(self._redactor)  # reads the data directory's keys
+                if not redactor:
+                    # It reads the data directory's keys.
+                    redactor.append(await trio.to_thread.run_sync(self._redactor))
                 writer = await TraceWriter.open(
-                    team_trace_dir(self._dir, team_id), redactor, bounds=self._bounds, ops=self._ops
+                    team_trace_dir(self._dir, team_id), redactor[0], bounds=self._bounds, ops=self._ops
                 )
             except (TraceLocked, TraceDamaged, OSError) as error:
                 self._fail(team_id, error)

@@ -19,7 +19,7 @@ import pytest
 import trio
 
 from harness.cli.main import run
-from harness.core.redaction import redactor
+from harness.core.redaction import Redactor, redactor
 from harness.io import home as homes
 from harness.io import trace, trace_files
 from harness.io.agents import AgentRegistry
@@ -189,6 +189,25 @@ async def test_emit_only_queues_and_a_full_queue_drops_and_counts(tmp_path: Path
     assert traces.written == trace.QUEUE_LIMIT
     written = [line.seq for line in trace_files.read_trace(trace_files.team_trace_dir(tmp_path, "t1"))]
     assert written == list(range(1, trace.QUEUE_LIMIT + 1))
+
+
+async def test_the_traces_opened_together_read_the_secrets_once(tmp_path: Path) -> None:
+    """A start opens every team's trace at once; each reads the data directory's secrets, which at the
+    seed's bounds is every member key of a hundred teams: the opens of one batch share one read."""
+    reads: list[int] = []
+
+    def secrets_of_now() -> Redactor:
+        reads.append(1)
+        return redactor({})
+
+    traces = trace.TeamTraces(tmp_path, secrets_of_now, log=lambda line: None)
+    for team_id in ("t1", "t2", "t3"):
+        traces.emit(team_id, trace_files.LEDGER, {"type": "tick"})
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(traces.run)
+        traces.close()
+    assert traces.written == 3 and traces.view()["failed"] == {}
+    assert len(reads) == 1
 
 
 def test_daemon_tables_of_the_spec_equal_code() -> None:
