@@ -92,7 +92,9 @@ CORE_TESTS: dict[str, tuple[str, ...]] = {
     "core/records.py": ("test_values.py", "test_team_examples.py", "test_spec_team.py"),
     "core/redaction.py": (),
     "core/remote_grant.py": ("test_remote_grant.py",),
-    "core/routing.py": ("test_team_letter.py", "test_remote_grant.py", "test_mutants_system.py"),
+    "core/routing.py": (
+        "test_team_letter.py", "test_remote_grant.py", "test_mutants_system.py", "test_routing.py"
+    ),
     "core/session.py": ("test_session_examples.py", "test_spec_session.py"),
     "core/session_invariants.py": ("test_session_examples.py", "test_spec_session.py"),
     "core/system.py": ("test_team_letter.py", "test_notice_text.py", "test_remote_grant.py"),
