@@ -356,7 +356,8 @@ class Daemon:
 
 
 async def serve_until_signalled(daemon: Daemon) -> None:
-    """Run `daemon` until SIGTERM or SIGINT, then stop it cleanly."""
+    """Run `daemon` until SIGTERM or SIGINT, then stop it cleanly (a signal before it listens stops the start
+    as cleanly)."""
     import signal
 
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -367,25 +368,39 @@ async def serve_until_signalled(daemon: Daemon) -> None:
                     daemon.stop()
                     return
 
-            async def serve(task_status: trio.TaskStatus[Daemon] = trio.TASK_STATUS_IGNORED) -> None:
-                await daemon.run(task_status=task_status)
-                nursery.cancel_scope.cancel()
-
             nursery.start_soon(watch)
-            with collection_paused():
-                await nursery.start(serve)
+            with collection_paused() as listening:
+                await daemon.run(task_status=listening)
+            nursery.cancel_scope.cancel()
+
+
+class CollectionResumed:
+    """The task status `collection_paused` hands the daemon's run: once it listens, what the start built is
+    frozen out of the collector's reach and the collector runs again."""
+
+    def __init__(self) -> None:
+        self.resumed = False
+
+    def started(self, value: object = None) -> None:
+        if not self.resumed:
+            self.resumed = True
+            gc.freeze()
+            gc.enable()
 
 
 @contextlib.contextmanager
-def collection_paused() -> Iterator[None]:
+def collection_paused() -> Iterator[CollectionResumed]:
     """The cyclic garbage collector off while the daemon starts, and what the start built frozen out of its
-    reach afterwards. A start allocates the recovered ledgers and desk (at the seed's bounds some million
+    reach once it listens. A start allocates the recovered ledgers and desk (at the seed's bounds some million
     immutable records, which hold no cycles: reference counting frees them when replaced), and every
     collection meanwhile would walk all of them again: a quarter of the ledger's recovery. Frozen, later
-    collections do not walk them either. The CLI's daemon process only: a test process starts many."""
+    collections do not walk them either. The price: a cycle of garbage made during the start (a task, an
+    exception and its traceback) is never collected, once. The collector runs again whatever ends the start
+    (a signal, a failure). The CLI's daemon process only: a test process starts many."""
     gc.disable()
+    resumed = CollectionResumed()
     try:
-        yield
+        yield resumed
     finally:
-        gc.freeze()
-        gc.enable()
+        if not resumed.resumed:
+            gc.enable()
