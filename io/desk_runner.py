@@ -334,7 +334,7 @@ class DeskRunner:
                 entries = [desk_command_to_json(command) for command in changed]
                 try:
                     if _unheeded(commands, outcomes, self._reports_ride):
-                        seq = self._store.enqueue(entries)[-1]  # rides the next durable append
+                        seq = (await self._store.ride(entries))[-1]  # rides the next durable append
                     else:
                         seq = (await self._store.append_all(entries))[-1]
                 except (StoreError, trio.ClosedResourceError) as error:
@@ -342,7 +342,7 @@ class DeskRunner:
                     self._stop_desk(f"the desk journal could not be written ({error})")
                     return [reject(ErrorCode.CORRUPT_STATE, self.unavailable or "")] * len(commands)
                 self.desk = desk
-                for outcome in accepted:  # durable now (or nothing to trace): traced, never waited on
+                for outcome in accepted:  # journaled now (riding: written, not yet fsynced): traced
                     for team_id, event in desk_events(desk, outcome.effects):
                         self._trace(team_id, DESK, event)
                 if self._checkpoints.due(self._store) and not self._checkpointing:

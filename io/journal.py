@@ -225,7 +225,8 @@ class JournalStore:
     def enqueue(self, entries: Sequence[Mapping[str, object]]) -> list[int]:
         """Journal entries without waiting for an fsync: they become durable with the next `append` (whose
         fsync covers every byte before its own), `sync`, a checkpoint at or after them, or `aclose`. Unless a
-        batch is being written, they are written into the file at once (write(2), no fsync), as the trace is:
+        batch is being written or a checkpoint has just started a new segment (`ride` then syncs), they are
+        written into the file at once (write(2), no fsync), as the trace is:
         from then on the death of this process cannot lose them (the kernel holds them), and a reader of the
         running store sees them; a machine crash before the next fsync can, and then loses only them, never
         anything after them. Only for entries nothing waits on and whose loss a replay tolerates (a desk's
@@ -242,6 +243,16 @@ class JournalStore:
         except Exception as exc:
             raise self._fail(exc) from exc
         batch.written = len(batch.lines)
+        return seqs
+
+    async def ride(self, entries: Sequence[Mapping[str, object]]) -> list[int]:
+        """`enqueue`, and `sync` when it could not write the entries at once (a checkpoint has just started a
+        new segment, or a flush is under way): from its return, the death of this process cannot lose them
+        (a riding step's loss must be a machine crash's only, spec/delivery-v1.md section 7)."""
+        seqs = self.enqueue(entries)
+        batch = self._open_batch
+        if seqs and batch is not None and batch.written < len(batch.lines):
+            await self.sync()
         return seqs
 
     async def sync(self) -> None:

@@ -462,7 +462,7 @@ class LedgerRunner:
         try:
             entries = [command_to_json(pending.command) for pending in group]
             if all(pending.rides for pending in group):
-                seqs = store.enqueue(entries)  # durable with the team's next append (`report`)
+                seqs = await store.ride(entries)  # durable with the team's next append (`report`)
             else:
                 seqs = await store.append_all(entries)
             for pending, seq in zip(group, seqs, strict=True):

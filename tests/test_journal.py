@@ -22,6 +22,7 @@ from harness.io.journal_files import (
     StoreLocked,
     checkpoint_name,
     ledger_store_dir,
+    scan_store,
     segment_name,
 )
 from tests.journal_support import FaultyOps, bodies, fill, snapshot, state
@@ -80,6 +81,25 @@ async def test_checkpoint_connects_and_compacts(tmp_path: Path) -> None:
     assert recovery.checkpoint_seq == 40 and [e.seq for e in recovery.entries] == [41, 42, 43, 44, 45]
     assert state(recovery) == items
     assert await store.append({"n": 45}) == 46
+    await store.aclose()
+
+
+async def test_an_entry_that_rides_right_after_a_checkpoint_is_on_disk_when_ride_returns(
+    tmp_path: Path,
+) -> None:
+    """A checkpoint starts a new segment for later entries, so an entry that rides then cannot be written
+    into a file at once: `ride` makes it durable instead. Killing the process right after loses none (read
+    here as a restart reads a store nobody closed)."""
+    directory = tmp_path / "s"
+    store, _ = await JournalStore.open(directory)
+    await store.append({"n": 0})
+    await store.checkpoint(1, {"items": [{"n": 0}]})
+    assert await store.ride([{"n": 1}]) == [2]
+    assert [(e.seq, e.body) for e in scan_store(directory, FileOps()).recovery.entries] == [(2, {"n": 1})]
+    assert store.durable_seq == 2
+    assert await store.ride([{"n": 2}]) == [3]  # the segment exists now: written at once, no fsync
+    assert store.durable_seq == 2
+    assert [e.seq for e in scan_store(directory, FileOps()).recovery.entries] == [2, 3]
     await store.aclose()
 
 
