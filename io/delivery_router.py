@@ -44,6 +44,17 @@ def _held_moot(request: d.Submit | d.Withdraw | SubmitNotice | WithdrawNotice, d
     return held is None or d.DELIVERY_TRANSITIONS[(held.state, d.DeliveryEvent.WITHDRAW)] is held.state
 
 
+def _refused_again(recorded: str, refused: Rejected | None) -> bool:
+    """Whether the desk's refusal is the one the owner records, for a reason time cannot lift while this
+    daemon runs: not a full queue (an agent's queue drains), never a stopped desk's."""
+    return (
+        refused is not None
+        and refused.code is not ErrorCode.CORRUPT_STATE
+        and refused.bound != "queued_per_agent"
+        and recorded == refused_reason(refused)
+    )
+
+
 class DeliveryRouter:
     """The delivery worker of one daemon and the destinations it knows: this desk and the paired machines."""
 
@@ -211,49 +222,45 @@ class DeliveryRouter:
         if self.desk.unavailable is not None:
             return False
         if isinstance(request, d.Submit):
-            return _held_moot(request, desk) or self._refused_as_recorded(request, desk, text_free=False)
+            return _held_moot(request, desk) or self._refused_as_recorded(request, desk)
         return isinstance(request, d.Withdraw) and _held_moot(request, desk)
 
     def _moot_effect(self, effect: RestatedEffect, desk: d.Desk) -> bool:
         """`_moot_here` of a restated effect before it is routed and its notice rendered, as far as this
-        desk's table tells and, for a submit it does not hold, as far as the desk refuses it whatever its
-        text (core/routing.py `restatement_routes`, for a team only this machine hears). At the seed's bounds
-        most of a start's restated submits are answer notices a full desk refused: none is rendered."""
+        desk's table tells and, for a submit it does not hold, as far as the desk refuses it before it looks
+        at the text (core/routing.py `restatement_routes`, for a team only this machine hears). At the seed's
+        bounds most of a start's restated submits are answer notices a full desk refused: none is rendered."""
         if self.desk.unavailable is not None or not isinstance(effect, SubmitNotice | WithdrawNotice):
             return False
         if _held_moot(effect, desk):
             return True
-        return (
-            isinstance(effect, SubmitNotice)
-            and effect.machine_id == desk.machine_id
-            and self._refused_as_recorded(effect, desk, text_free=True)
-        )
-
-    def _refused_as_recorded(self, submit: d.Submit | SubmitNotice, desk: d.Desk, *, text_free: bool) -> bool:
-        """Whether the desk would refuse `submit` (a notice it does not hold), stamped as it stamps it, for a
-        reason time cannot lift while this daemon runs (a full desk only fills; an expiry or a size stays),
-        and the owner already records exactly that refusal, so that its report would change nothing. With
-        `text_free`, only the refusals a submit meets before its text is looked at (core/delivery.py
-        `admission_refusal`), so that an unrendered notice can be told. Not an introduction: its view is
-        shared by the member's re-introductions, whose reports may have moved it since."""
-        if submit.kind is NoticeKind.INTRODUCTION:
+        if not isinstance(effect, SubmitNotice) or effect.machine_id != desk.machine_id:
             return False
-        team = self.ledger.durable.teams.get(submit.team_id)
-        view = None if team is None else delivery_view(team, submit.notice_id)
-        if view is None or view.state != d.DeliveryState.REJECTED.value:
+        recorded = self._recorded_refusal(effect)
+        if recorded is None:
             return False
         at = self.desk.stamp()
-        if text_free:
-            refused = d.admission_refusal(desk, submit.notice_id, submit.expires_at, at, self.limits)
-        else:
-            assert isinstance(submit, d.Submit)
-            stepped = d.step(desk, attrs.evolve(submit, at=at), self.limits)
-            refused = stepped if isinstance(stepped, Rejected) else None
-        if refused is None or refused.code is ErrorCode.CORRUPT_STATE:
+        refused = d.admission_refusal(desk, effect.notice_id, effect.expires_at, at, self.limits)
+        return _refused_again(recorded, refused)
+
+    def _refused_as_recorded(self, submit: d.Submit, desk: d.Desk) -> bool:
+        """Whether the desk would refuse `submit` (a notice it does not hold), stamped as it stamps it, for a
+        reason time cannot lift while this daemon runs (a full desk only fills; an expiry or a size stays),
+        and the owner already records exactly that refusal, so that its report would change nothing."""
+        recorded = self._recorded_refusal(submit)
+        if recorded is None:
             return False
-        if refused.bound == "queued_per_agent":  # an agent's queue drains: the desk may take it by then
-            return False
-        return view.reason == refused_reason(refused)
+        stepped = d.step(desk, attrs.evolve(submit, at=self.desk.stamp()), self.limits)
+        return _refused_again(recorded, stepped if isinstance(stepped, Rejected) else None)
+
+    def _recorded_refusal(self, submit: d.Submit | SubmitNotice) -> str | None:
+        """The reason of the refusal the owner records for the notice, if it records one; never for an
+        introduction, whose view the member's re-introductions share and whose reports may have moved it."""
+        if submit.kind is NoticeKind.INTRODUCTION:
+            return None
+        team = self.ledger.durable.teams.get(submit.team_id)
+        view = None if team is None else delivery_view(team, submit.notice_id)
+        return view.reason if view is not None and view.state == d.DeliveryState.REJECTED.value else None
 
     def _never_left(self, submit: d.Submit) -> bool:
         """Whether the owner's view of a notice says it never got past `queued` (a later state, reported by
