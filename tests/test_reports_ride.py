@@ -166,7 +166,73 @@ async def test_the_reports_of_a_desk_batch_reach_the_ledger_without_a_turn_of_th
         nursery.start_soon(one_more)
         await trio.testing.wait_all_tasks_blocked()
         assert not reported.is_set(), "a report went past a full queue"
-        nursery.cancel_scope.cancel()
+        runner._receive.receive_nowait()  # the ledger task takes one: room for the waiting report
+        with trio.fail_after(60):
+            await reported.wait()
+
+
+async def test_a_lost_unpaired_report_is_said_again_at_the_next_start(tmp_path: Path) -> None:
+    """The daemon's own `queued`/`unpaired` rides: a machine crash may take it (cut here from the journal's
+    end), and the next start says it again, since the owner's view never got past `queued`."""
+    async with running(tmp_path) as daemon:
+        owner = await Api.open(daemon)
+        keys = await team_with_keys(owner, people=("alice", "bob"), machine="elsewhere")
+        alice = await Api.open(daemon, keys["alice"])
+        await alice("ask", "t1", id="q1", to="bob", text="Which port?")
+        await until(lambda: is_(question_delivery(daemon, "q1"), "queued", "unpaired"))
+    assert "t1/q1/question" in drop_trailing_reports(tmp_path)
+    async with running(tmp_path) as daemon:
+        await until(lambda: is_(question_delivery(daemon, "q1"), "queued", "unpaired"))
+
+
+async def test_a_riding_end_of_a_write_is_durable_before_the_next_paste(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seed: "never repeating an uncertain write". The end of q1's write and its turn ride; q2's
+    `write_started` is durable before q2 is pasted, and its fsync covers them: no crash after q2's paste can
+    leave q1 `writing` (then `unconfirmed`) while q2 was typed after it."""
+    segment_sizes: dict[str, int] = {}
+    store = os.path.realpath(delivery_store_dir(tmp_path))
+    real = os.fsync
+
+    def recording(fd: int) -> None:
+        path = os.path.realpath(f"/proc/self/fd/{fd}")
+        if path.startswith(store) and os.path.basename(path).startswith("journal-"):
+            segment_sizes[path] = os.fstat(fd).st_size
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", recording)
+    fake = FakeTerminals({"agent-alice": ScreenState.BUSY, "agent-bob": ScreenState.IDLE})
+    async with desk_daemon(tmp_path, fake) as daemon:
+        _, keys = await local_team(daemon)
+        await until(lambda: is_(intro(daemon, "bob"), "delivered"))
+        alice = await Api.open(daemon, keys["alice"])
+        await alice("ask", "t1", id="q1", to="bob", text="Which port?")
+        await until(lambda: is_(question_delivery(daemon, "q1"), "delivered"))
+        fake.turned.add("agent-bob")
+        await until(lambda: is_(question_delivery(daemon, "q1"), "accepted"))
+        fake.turned.discard("agent-bob")
+        fake.gate, fake.writing = trio.Event(), trio.Event()
+        await alice("ask", "t1", id="q2", to="bob", text="Which host?")
+        await fake.writing.wait()  # q2 is being pasted
+        ends = _entry_ends(tmp_path, "t1/q1/question", {"write_finished", "turn_observed"})
+        assert len(ends) == 2
+        for path, end in ends:
+            assert segment_sizes.get(path, 0) >= end, "q2 was pasted before q1's end was durable"
+        fake.gate.set()
+
+
+def _entry_ends(home: Path, notice_id: str, types: set[str]) -> list[tuple[str, int]]:
+    """(segment, offset just past the line) of the desk journal's entries of `notice_id` of these types."""
+    found: list[tuple[str, int]] = []
+    for segment in sorted(delivery_store_dir(home).glob("journal-*.jsonl")):
+        offset = 0
+        for line in segment.read_bytes().split(b"\n")[:-1]:
+            offset += len(line) + 1
+            entry = json.loads(line)["entry"]
+            if entry.get("noticeId") == notice_id and entry.get("type") in types:
+                found.append((os.path.realpath(segment), offset))
+    return found
 
 
 async def _busy_daemon(home: Path) -> None:

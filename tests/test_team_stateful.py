@@ -44,6 +44,11 @@ REASONS = st.sampled_from(
 )
 
 
+def machine_of(member: int) -> str:
+    """Members on two machines, so that a notice owed to the wrong member names the wrong machine."""
+    return "mach" if member % 2 == 0 else "mach-b"
+
+
 class TeamLedgerMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
@@ -331,9 +336,6 @@ class TeamLedgerMachine(RuleBasedStateMachine):
 TeamLedgerMachine.TestCase.settings = settings(
     max_examples=300, stateful_step_count=50, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
-def machine_of(member: int) -> str:
-    """Members on two machines, so that a notice owed to the wrong member names the wrong machine."""
-    return "mach" if member % 2 == 0 else "mach-b"
 
 
 test_team_ledger_machine = TeamLedgerMachine.TestCase
