@@ -49,14 +49,15 @@ async def test_a_signal_before_the_daemon_listens_stops_it_cleanly(
 ) -> None:
     """`harness daemon run` stopped by SIGTERM while it recovers its ledgers ends as a stop, not a failure."""
     recover = LedgerRunner.recover
+    daemon = Daemon(tmp_path / "home", log=lambda line: None)
 
     async def signalled_recover(runner: LedgerRunner) -> None:
         os.kill(os.getpid(), signal.SIGTERM)  # taken by the daemon's own signal receiver
-        await trio.sleep(0)  # the receiver sees it and stops the daemon
+        while not daemon._stop_requested:  # the receiver has stopped the daemon, still recovering
+            await trio.sleep(0.01)
         await recover(runner)
 
     monkeypatch.setattr(LedgerRunner, "recover", signalled_recover)
-    daemon = Daemon(tmp_path / "home", log=lambda line: None)
     with trio.fail_after(60):
         await serve_until_signalled(daemon)
     assert gc.isenabled()

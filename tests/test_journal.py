@@ -20,7 +20,9 @@ from harness.io.journal import CheckpointPolicy, JournalStore
 from harness.io.journal_files import (
     CorruptState,
     StoreLocked,
+    _covered_seq,
     checkpoint_name,
+    encode_record,
     ledger_store_dir,
     scan_store,
     segment_name,
@@ -249,6 +251,15 @@ async def test_damage_is_corrupt_state_and_nothing_changes(tmp_path: Path, case:
     assert report["ok"] is False and report["damage"] == {
         "file": str(segment), "offset": offset, "reason": info.value.reason
     }
+
+
+def test_a_covered_entry_is_read_by_the_head_the_store_writes() -> None:
+    """The scan skips parsing an entry its checkpoint covers only if it knows `encode_record`'s head: were
+    the two to drift apart, every covered entry would be parsed again and no other test would notice."""
+    record = encode_record("entry", 41, {"type": "record_delivery", "noticeId": "t1/q1/question"})
+    assert _covered_seq(record, 41) == 41 and _covered_seq(record, 50) == 41
+    assert _covered_seq(record, 40) is None  # replayed: parsed whole
+    assert _covered_seq(encode_record("payload", 41, {}), 41) is None  # a checkpoint is never an entry
 
 
 @pytest.mark.parametrize(

@@ -67,24 +67,27 @@ def recorded_deliveries(home: Path, team_id: str = "t1") -> list[str]:
     return [str(e.body["noticeId"]) for e in entries if e.body.get("type") == "record_delivery"]
 
 
+Fsynced = list[tuple[str, int]]  # (real path, its size when fsynced), in order
+
+
 @contextmanager
-def ledger_fsyncs(monkeypatch: pytest.MonkeyPatch, home: Path, team_id: str = "t1") -> Iterator[list[str]]:
+def ledger_fsyncs(monkeypatch: pytest.MonkeyPatch, home: Path, team_id: str = "t1") -> Iterator[Fsynced]:
     """Every fsync of a file in the team's ledger store while the block runs (the real fsync still runs)."""
     with store_fsyncs(monkeypatch, ledger_store_dir(home, team_id)) as seen:
         yield seen
 
 
 @contextmanager
-def store_fsyncs(monkeypatch: pytest.MonkeyPatch, directory: Path) -> Iterator[list[str]]:
+def store_fsyncs(monkeypatch: pytest.MonkeyPatch, directory: Path) -> Iterator[Fsynced]:
     """Every fsync of a file in `directory` while the block runs (the real fsync still runs)."""
     store = os.path.realpath(directory)
-    seen: list[str] = []
+    seen: Fsynced = []
     real = os.fsync
 
     def counting(fd: int) -> None:
         path = os.path.realpath(f"/proc/self/fd/{fd}")
         if path.startswith(store):
-            seen.append(os.path.basename(path))
+            seen.append((path, os.fstat(fd).st_size))
         real(fd)
 
     monkeypatch.setattr(os, "fsync", counting)
@@ -92,6 +95,17 @@ def store_fsyncs(monkeypatch: pytest.MonkeyPatch, directory: Path) -> Iterator[l
         yield seen
     finally:
         monkeypatch.setattr(os, "fsync", real)
+
+
+@asynccontextmanager
+async def bob_takes_notices(home: Path) -> AsyncIterator[tuple[Daemon, FakeTerminals, Api, dict[str, str]]]:
+    """A daemon whose bob's terminal is idle (his notices are written) and alice's busy, bob introduced: the
+    daemon, its terminals, alice's client and the members' keys."""
+    fake = FakeTerminals({"agent-alice": ScreenState.BUSY, "agent-bob": ScreenState.IDLE})
+    async with desk_daemon(home, fake) as daemon:
+        _, keys = await local_team(daemon)
+        await until(lambda: is_(intro(daemon, "bob"), "delivered"))
+        yield daemon, fake, await Api.open(daemon, keys["alice"]), keys
 
 
 @asynccontextmanager
@@ -191,34 +205,23 @@ async def test_a_riding_end_of_a_write_is_durable_before_the_next_paste(
     """Seed: "never repeating an uncertain write". The end of q1's write and its turn ride; q2's
     `write_started` is durable before q2 is pasted, and its fsync covers them: no crash after q2's paste can
     leave q1 `writing` (then `unconfirmed`) while q2 was typed after it."""
-    segment_sizes: dict[str, int] = {}
-    store = os.path.realpath(delivery_store_dir(tmp_path))
-    real = os.fsync
-
-    def recording(fd: int) -> None:
-        path = os.path.realpath(f"/proc/self/fd/{fd}")
-        if path.startswith(store) and os.path.basename(path).startswith("journal-"):
-            segment_sizes[path] = os.fstat(fd).st_size
-        real(fd)
-
-    monkeypatch.setattr(os, "fsync", recording)
-    fake = FakeTerminals({"agent-alice": ScreenState.BUSY, "agent-bob": ScreenState.IDLE})
-    async with desk_daemon(tmp_path, fake) as daemon:
-        _, keys = await local_team(daemon)
-        await until(lambda: is_(intro(daemon, "bob"), "delivered"))
-        alice = await Api.open(daemon, keys["alice"])
+    async with bob_takes_notices(tmp_path) as (daemon, fake, alice, _):
         await alice("ask", "t1", id="q1", to="bob", text="Which port?")
         await until(lambda: is_(question_delivery(daemon, "q1"), "delivered"))
         fake.turned.add("agent-bob")
         await until(lambda: is_(question_delivery(daemon, "q1"), "accepted"))
         fake.turned.discard("agent-bob")
         fake.gate, fake.writing = trio.Event(), trio.Event()
-        await alice("ask", "t1", id="q2", to="bob", text="Which host?")
-        await fake.writing.wait()  # q2 is being pasted
+        with store_fsyncs(monkeypatch, delivery_store_dir(tmp_path)) as fsyncs:
+            await alice("ask", "t1", id="q2", to="bob", text="Which host?")
+            await fake.writing.wait()  # q2 is being pasted
+        synced: dict[str, int] = {}
+        for path, size in fsyncs:
+            synced[path] = max(size, synced.get(path, 0))
         ends = _entry_ends(tmp_path, "t1/q1/question", {"write_finished", "turn_observed"})
         assert len(ends) == 2
         for path, end in ends:
-            assert segment_sizes.get(path, 0) >= end, "q2 was pasted before q1's end was durable"
+            assert synced.get(path, 0) >= end, "q2 was pasted before q1's end was durable"
         fake.gate.set()
 
 
@@ -390,16 +393,11 @@ async def test_a_write_whose_end_a_crash_lost_is_unconfirmed_and_never_written_a
     neither). A machine crash may take them (cut here from the journal's end, after q1's durable
     `write_started`), though the ledger kept `accepted`: after the restart the owner sees `unconfirmed`,
     what the desk can still vouch for, and q1 is not written again while a later question is."""
-    desk_store = delivery_store_dir(tmp_path)
-    fake = FakeTerminals({"agent-alice": ScreenState.BUSY, "agent-bob": ScreenState.IDLE})
-    async with desk_daemon(tmp_path, fake) as daemon:
-        _, keys = await local_team(daemon)
-        await until(lambda: is_(intro(daemon, "bob"), "delivered"))
-        alice = await Api.open(daemon, keys["alice"])
+    async with bob_takes_notices(tmp_path) as (daemon, fake, alice, keys):
         fake.gate, fake.writing = trio.Event(), trio.Event()
         await alice("ask", "t1", id="q1", to="bob", text="Which port?")
         await fake.writing.wait()  # write_started is durable: the paste is under way
-        with store_fsyncs(monkeypatch, desk_store) as fsyncs:
+        with store_fsyncs(monkeypatch, delivery_store_dir(tmp_path)) as fsyncs:
             fake.gate.set()
             await until(lambda: is_(question_delivery(daemon, "q1"), "delivered"))
             fake.turned.add("agent-bob")
