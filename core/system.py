@@ -33,6 +33,7 @@ from .records import (
     NoticeKind,
     QuestionState,
 )
+from .riding import OwnedHere, desk_step_rides, report_rides
 from .routing import Known, Route, Translate
 from .routing import route as route_effects
 from .team import step as team_step
@@ -40,10 +41,23 @@ from .terminal_text import terminal_safe
 
 
 @attrs.frozen(cache_hash=True)
+class Durable:
+    """What a machine crash would leave of the journals on machine `home`, where the owner's ledger runs: the
+    ledger and each desk the owner steps itself, as of their last durable append. A step that rides
+    (core/riding.py) changes the system but not this; a durable one makes everything before it durable too,
+    as the journal's fsync does."""
+
+    home: str
+    ledger: Ledger
+    desks: Map[str, d.Desk]
+
+
+@attrs.frozen(cache_hash=True)
 class System:
     ledger: Ledger = EMPTY_LEDGER
     desks: Map[str, d.Desk] = attrs.field(factory=Map)  # machine id -> its desk
     remote: frozenset[str] = frozenset()  # machines whose desks are reached only through a link
+    durable: Durable | None = None  # kept only where a model crashes machines (it costs a snapshot per step)
 
 
 # What the owner asks of a destination's desk (the `team_delivery` requests): the desk's own commands.
@@ -132,10 +146,16 @@ _WITHDRAW_REASON = {
 
 # The routing `step_system` runs: core/routing.py `route`, or a mutant of it (models/mutants.py).
 Router = Callable[[Ledger, Iterable[object], Known, Translate], tuple[Route, ...]]
+# The riding rule it keeps `Durable` by: core/riding.py `desk_step_rides`, or a mutant of it.
+DeskRides = Callable[[d.DeskCommand, Accepted[d.Desk], OwnedHere], bool]
 
 
 def step_system(
-    system: System, action: Action, limits: Limits = DEFAULT_LIMITS, route: Router = route_effects
+    system: System,
+    action: Action,
+    limits: Limits = DEFAULT_LIMITS,
+    route: Router = route_effects,
+    rides: DeskRides = desk_step_rides,
 ) -> Accepted[System] | Rejected:
     """Apply one team or desk command, then route every effect it causes until the system is quiet.
 
@@ -151,14 +171,16 @@ def step_system(
     at = action.command.at if isinstance(action, AtDesk | Arrived) else action.at
     start: AtDesk | TeamCommand = action if not isinstance(action, Arrived) else _landed(action)
     landed = start if isinstance(action, Arrived) else None  # applied where it arrived, not sent on
-    work: deque[AtDesk | TeamCommand] = deque([start])
+    durable = system.durable
+    # Each item with the machine whose desk reported it (a RecordDelivery it caused), else None.
+    work: deque[tuple[AtDesk | TeamCommand, str | None]] = deque([(start, None)])
     events: list[object] = []
     out: list[object] = []
     result: object = None
     first = not isinstance(action, Arrived)
     changed = False
     while work:
-        item = work.popleft()
+        item, source = work.popleft()
         outcome: Accepted[d.Desk] | Accepted[Ledger]
         if isinstance(item, AtDesk):
             if item is not landed and _leaves(item, remote):
@@ -180,12 +202,14 @@ def step_system(
                     if reports:
                         out.append(ToOwner(item.machine_id, refused))
                     else:
-                        work.append(refused)
+                        work.append((refused, item.machine_id))
                 continue
             outcome = at_desk
             if at_desk.changed:
                 desks = desks.set(item.machine_id, at_desk.state)
                 changed = True
+                if durable is not None and not rides(item.command, at_desk, _owned_at(item, durable)):
+                    durable = attrs.evolve(durable, desks=durable.desks.set(item.machine_id, at_desk.state))
             for effect in at_desk.effects:
                 if isinstance(effect, d.DeliveryChanged):
                     record = RecordDelivery(
@@ -193,12 +217,12 @@ def step_system(
                         effect.team_id,
                         effect.notice_id,
                         effect.state.value,
-                        None if effect.reason is None else effect.reason.value,
+                        _reason_value(effect.reason),
                     )
                     if reports:
                         out.append(ToOwner(item.machine_id, record))
                     else:
-                        work.append(record)
+                        work.append((record, item.machine_id))
                 else:
                     assert isinstance(effect, d.DESK_EFFECTS)
                     out.append(Routed(item.machine_id, effect))
@@ -213,19 +237,43 @@ def step_system(
             if at_owner.changed:
                 ledger = at_owner.state
                 changed = True
+                if durable is not None and not report_rides(source, durable.home):
+                    durable = attrs.evolve(durable, ledger=ledger)
             routed = [effect for effect in at_owner.effects if not isinstance(effect, fx.ArmTimer)]
             out.extend(effect for effect in at_owner.effects if isinstance(effect, fx.ArmTimer))
             if routed:
                 translate = partial(desk_command, ledger, at=at, limits=limits)
                 known = owner_known(System(ledger, desks, remote))
-                work.extend(AtDesk(r.machine_id, r.request) for r in route(ledger, routed, known, translate))
+                work.extend(
+                    (AtDesk(r.machine_id, r.request), None) for r in route(ledger, routed, known, translate)
+                )
         events.extend(outcome.events)
         if first:
             result = outcome.result
             first = False
     if not changed:
         return Accepted(system, result, tuple(events), tuple(out), changed=False)
-    return Accepted(System(ledger, desks, remote), result, tuple(events), tuple(out))
+    return Accepted(System(ledger, desks, remote, durable), result, tuple(events), tuple(out))
+
+
+def _owned_at(item: AtDesk, durable: Durable) -> OwnedHere:
+    """Which teams are owned on the machine of `item`'s desk: every team of the ledger at `home`, none
+    elsewhere."""
+    here = item.machine_id == durable.home
+    return lambda team_id: here
+
+
+def start_reports(desk: d.Desk, at: int) -> tuple[RecordDelivery, ...]:
+    """What a desk tells its owner at every start (io/desk_runner.py `_sync`): every notice's state, so that a
+    report lost with a crash is said again."""
+    return tuple(
+        RecordDelivery(at, notice.team_id, notice.id, notice.state.value, _reason_value(notice.reason))
+        for notice in desk.notices.values()
+    )
+
+
+def _reason_value(reason: d.Reason | None) -> str | None:
+    return None if reason is None else reason.value
 
 
 def _landed(arrived: Arrived) -> AtDesk | RecordDelivery:
@@ -485,6 +533,7 @@ __all__ = [
     "Arrived",
     "NoticeContent",
     "AtDesk",
+    "Durable",
     "OwnerRequest",
     "Prefix",
     "RouteRefused",
@@ -503,5 +552,6 @@ __all__ = [
     "notice_content",
     "render_content",
     "render_notice",
+    "start_reports",
     "step_system",
 ]

@@ -44,13 +44,12 @@ import trio
 from harness.core import delivery as d
 from harness.core.codec import desk_command_from_json, desk_command_to_json, to_json
 from harness.core.delivery_invariants import step_violations as desk_step_violations
-from harness.core.effects import parse_notice_id
 from harness.core.errors import ErrorCode, Rejected
 from harness.core.limits import DEFAULT_LIMITS, Limits
 from harness.core.outcome import Accepted, reject
 from harness.core.queries import delivery_view
 from harness.core.records import NoticeKind, Team
-from harness.core.routing import TeamRequest, team_of
+from harness.core.riding import desk_step_rides
 from harness.core.system import refused_reason
 from harness.core.team import REINTRODUCED, replay_limits
 from harness.core.terminal_text import terminal_safe
@@ -660,42 +659,14 @@ def _unheeded(
     outcomes: Sequence[Accepted[d.Desk] | Rejected],
     reports_ride: Callable[[str], bool],
 ) -> bool:
-    """Steps whose loss a restart repairs or leaves on the safe side, and whose effects stay in this process
-    or go only to an owner that repairs them too. The steps: a look at a terminal or a tick (a restart
-    demands a fresh look, and ticks again); the requests a team's effects become (core `TeamRequest`) for a
-    team owned here (`reports_ride`): at its start that owner restates every notice a desk lacks and every
-    hold, release and withdrawal, and this desk writes nothing before those are applied (`gate_writes`);
-    and the end of a write and the turn after it (`write_finished`, `turn_observed`) of a notice of such a
-    team: lost, the write its durable `write_started` recorded is `unconfirmed` after the restart, which is
-    never written again unless the owner declares it lost, and the next `write_started` of the desk makes
-    them durable before any later write. Never a member's read, nor a paired owner's request or a report to
-    it (nothing restates to this desk when only this machine restarts). The effects: a recheck, a timer (no
-    licence to write), or a report to such an owner, whose ledger lets it ride. Their journal entries ride
-    the next durable append; a machine crash before it loses only them."""
+    """Whether a batch's journal entries may ride the next durable append: every step of it may (core
+    `desk_step_rides`, for the teams owned here, `reports_ride`). A machine crash before that append loses
+    only them; this desk writes nothing after a start before the owner's restated guards are applied
+    (`gate_writes`)."""
     return all(
-        (
-            isinstance(command, d.Observe | d.Tick)
-            or (isinstance(command, TeamRequest) and _owned_here(command, reports_ride))
-            or (isinstance(command, d.WriteFinished | d.TurnObserved) and _notice_here(command, reports_ride))
-        )
-        and isinstance(outcome, Accepted)
-        and all(
-            isinstance(effect, d.WriteDue | d.ArmDeskTimer)
-            or (isinstance(effect, d.DeliveryChanged) and reports_ride(effect.team_id))
-            for effect in outcome.effects
-        )
+        isinstance(outcome, Accepted) and desk_step_rides(command, outcome, reports_ride)
         for command, outcome in zip(commands, outcomes, strict=True)
     )
-
-
-def _owned_here(request: TeamRequest, reports_ride: Callable[[str], bool]) -> bool:
-    team_id = team_of(request)
-    return team_id is not None and reports_ride(team_id)
-
-
-def _notice_here(report: d.WriteFinished | d.TurnObserved, reports_ride: Callable[[str], bool]) -> bool:
-    parsed = parse_notice_id(report.notice_id)
-    return parsed is not None and reports_ride(parsed[0])
 
 
 def _report_of(

@@ -18,6 +18,7 @@ from harness.core.outcome import Accepted
 from harness.core.queries import WaitDecision, WaitReason
 from harness.core.records import Exchange, NoticeKind, QuestionState, Team
 from harness.core.remote_grant import Consumption, GrantedRequest, Grants, admit
+from harness.core.riding import OwnedHere, desk_step_rides
 from harness.core.routing import ROUTES, First, route
 from harness.core.system import Action, AtDesk, System, desk_command, step_system
 from harness.core.team import answer_notice
@@ -182,6 +183,12 @@ def _no_hold_for_new_machine(system: System, action: Action, limits: Limits) -> 
     return step_system(system, action, limits, route=partial(route, table=_NO_HOLD_FIRST))
 
 
+def _write_start_rides(command: d.DeskCommand, outcome: Accepted[d.Desk], owned_here: OwnedHere) -> bool:
+    """The start of a write rides the next fsync as its end does: the paste goes out while the journal may
+    still lose the record that it began, so after a machine crash the notice waits to be typed again."""
+    return isinstance(command, d.WriteStarted) or desk_step_rides(command, outcome, owned_here)
+
+
 def _edit_team(system: System, team: Team) -> System:
     ledger = replace(system.ledger, teams=system.ledger.teams.set(team.id, team))
     return attrs.evolve(system, ledger=ledger)
@@ -207,6 +214,8 @@ MUTANTS: dict[str, Protocol] = {
         attrs.evolve(REAL, name="tick-never-expires", step=_tick_never_expires),
         # The routing (core/routing.py), which the daemon runs as it is:
         attrs.evolve(REAL, name="no-hold-for-new-machine", step=_no_hold_for_new_machine),
+        # The riding rule (core/riding.py), which the daemon's desk runs as it is:
+        attrs.evolve(REAL, name="write-start-rides", step=partial(step_system, rides=_write_start_rides)),
         # The transport's rules (io/remote.py), each broken the way a plausible bug would break it:
         # a receiver that forgets which request ids it answered serves a retry twice (models/link.py)...
         attrs.evolve(
@@ -244,6 +253,7 @@ CAUGHT_BY: dict[str, str] = {
     "forget-pending-count": "two-agents-ask-each-other",
     "tick-never-expires": "two-agents-ask-each-other",
     "no-hold-for-new-machine": "join-a-paused-team",
+    "write-start-rides": "machine-crash-restart",
     "serve-retried-request-again": "two-machines-lossy-link",
     "send-before-answer": "two-machines-lossy-link",
     "accept-out-of-grant-submit": "two-machines-hostile-peer",

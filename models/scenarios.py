@@ -153,6 +153,25 @@ SCENARIOS: dict[str, WorldModel] = {
             max_depth=40,
         ),
         WorldModel(
+            "machine-crash-restart",
+            "m0 asks m1 and is answered, each notice delivered look by look into terminals that may go busy, "
+            "while the owner's machine may crash at any step: its journals keep only what was durable, "
+            "and every step that rode (a look, a tick, the owner's requests of its own desk, the end of a "
+            "write and the turn after it, this desk's reports) since their last fsync is lost "
+            "(core/riding.py). The terminals keep what they show, so a notice that reached one must not be "
+            "typed again.",
+            Config(
+                agents=2,
+                asks=(PlannedAsk(0, 1, notify=False),),
+                machine_crashes=1,
+                disturbances=1,
+                fine_delivery=True,
+                reads=True,
+                write_results=(d.WriteResult.OK, d.WriteResult.UNCERTAIN),
+            ),
+            max_depth=40,
+        ),
+        WorldModel(
             "pause-resume-cancel",
             "a question racing the owner's pause and resume, the asker's cancel, inbox reads that suppress "
             "unsent notices, an addressee that may never answer, and late replies after a cancel or expiry.",

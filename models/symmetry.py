@@ -86,7 +86,7 @@ _VIEWS: dict[str, Callable[[Any], Any]] = {
     "screens": lambda screens: {f"a{i}": screen for i, screen in enumerate(screens)},
     "waiting": lambda waiting: {f"m{i}": wait for i, wait in enumerate(waiting)},
     "asked": lambda asked: frozenset(f"q{index}" for index in asked),
-    "system": lambda system: {"ledger": system.ledger, "desks": system.desks},
+    "system": lambda system: {"ledger": system.ledger, "desks": system.desks, "durable": system.durable},
 }
 
 

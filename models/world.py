@@ -60,6 +60,7 @@ from harness.core.system import (
     Action,
     Arrived,
     AtDesk,
+    Durable,
     OwnerRequest,
     Routed,
     System,
@@ -70,6 +71,7 @@ from harness.core.system import (
     inbox_read_action,
     owner_known,
     refused_reason,
+    start_reports,
     step_system,
 )
 from harness.core.values import replace
@@ -79,6 +81,7 @@ from . import link as ln
 from .checker import Violation
 
 TEAM = "t"
+HOME = "mach0"  # the owner's machine: its ledger, and the desk of the agents there (`machine_of`)
 StepSystem = Callable[[System, Action, Limits], Accepted[System] | Rejected]
 Admit = Callable[..., Grants | Rejected]  # core.remote_grant.admit's signature (keyword arguments)
 
@@ -177,6 +180,9 @@ class Config:
     cancels: bool = False
     pause: bool = False
     crashes: int = 0  # daemon crash + restart, at any step
+    # The machine crashes + restarts, at any step: the journals keep only what was durable (core/riding.py),
+    # the terminals keep what they show (the harder case: a notice on screen must not be pasted again).
+    machine_crashes: int = 0
     retries: bool = False  # a lost RPC reply: the client repeats an accepted ask with the same id
     disturbances: int = 0  # screen changes the world may make (busy, draft, dialog, offline, then back)
     screens: tuple[d.Observed, ...] = (d.Observed.BUSY, d.Observed.DRAFT, d.Observed.DIALOG)
@@ -229,6 +235,7 @@ class World:
     waiting: tuple[tuple[str, int] | None, ...]  # per agent: (question id, until) while blocked in wait
     ignored: frozenset[str] = frozenset()  # questions their addressee decided never to answer
     pauses: int = 0  # owner pauses left (each may be followed by a resume)
+    machine_crashes: int = 0
     harm: tuple[Violation, ...] = ()  # what the world saw go wrong on the last step (judged by properties)
     link: ln.Link | None = None  # the relay to the remote machine, with Config.link
     grants: Map[str, Grants] = attrs.field(factory=Map)  # each remote desk's grants (its routes.json)
@@ -278,6 +285,11 @@ def initial_world(config: Config, protocol: Protocol) -> World:
             assert after is not None
             created = after
     created = replace(created, due=frozenset(), desk_timers=frozenset())
+    if config.machine_crashes:  # the story starts durable; from here on a machine crash loses what rode
+        system = attrs.evolve(
+            created.system, durable=Durable(HOME, created.system.ledger, created.system.desks)
+        )
+        created = replace(created, system=system, machine_crashes=config.machine_crashes)
     if config.link is not None:  # from here on the remote machine's desk is reached through the relay
         system = attrs.evolve(created.system, remote=frozenset({config.link.remote}))
         created = replace(created, system=system, link=ln.new_link(config.link, protocol.transport))
@@ -498,6 +510,8 @@ def successors(world: World, config: Config, protocol: Protocol) -> Iterator[tup
     # Faults.
     if world.crashes > 0:
         yield "daemon crashes and restarts", _crash(world, config, protocol)
+    if world.machine_crashes > 0:
+        yield "the machine crashes and restarts", _machine_crash(world, config, protocol)
     # Time.
     yield from _time(world, config, protocol, team)
 
@@ -642,10 +656,30 @@ def _terminals(world: World, config: Config, protocol: Protocol) -> Iterator[tup
 
 
 def _crash(world: World, config: Config, protocol: Protocol) -> World:
-    """The daemon dies at this step and comes back: in-memory work is gone, the ledgers are not."""
+    """The daemon dies at this step and comes back: in-memory work is gone, the journals are not (what rode
+    was written, only not yet fsynced)."""
+    return _restarted(replace(world, crashes=world.crashes - 1), config, protocol)
+
+
+def _machine_crash(world: World, config: Config, protocol: Protocol) -> World:
+    """The machine dies at this step and comes back: the journals keep what was durable, and lose every step
+    that rode (core/riding.py) since their last fsync. Each desk then tells the owner every notice's state
+    again (io/desk_runner.py `_sync`), as its daemon does once the owner's restated guards are applied."""
+    durable = world.system.durable
+    assert durable is not None, "a machine crash needs the durable journals kept (Config.machine_crashes)"
+    system = attrs.evolve(world.system, ledger=durable.ledger, desks=durable.desks)
+    lost = replace(world, system=system, machine_crashes=world.machine_crashes - 1)
+    restarted = _restarted(lost, config, protocol)
+    for machine in sorted(restarted.system.desks.keys()):
+        for report in start_reports(restarted.system.desks[machine], world.now):
+            restarted = _apply(restarted, config, protocol, report) or restarted
+    return restarted
+
+
+def _restarted(world: World, config: Config, protocol: Protocol) -> World:
+    """The daemon starts on the journals `world` holds: the desks restart, and the owner restates."""
     base = replace(
         world,
-        crashes=world.crashes - 1,
         due=frozenset(),
         inflight=frozenset(),
         waiting=tuple(None for _ in world.waiting),
@@ -909,6 +943,7 @@ ALWAYS = (
     "no-wait-blocked-by-pending-question",
     "bounds-hold",
     "paused-team-held-at-every-desk",
+    "no-acknowledged-ask-lost",
 )
 EVENTUALLY = ("questions-end-after-deadline", "waits-end")
 # With a link: the relay can repeat, reorder and lose, yet the remote desk acts on what the owner asked once
@@ -953,6 +988,11 @@ def always(world: World, config: Config, protocol: Protocol) -> list[Violation]:
     found.extend(_spanning_findings(_settled(world), world.now))
     found.extend(shared)
     team = world.system.ledger.teams[TEAM]
+    found.extend(
+        ("no-acknowledged-ask-lost", f"{question_id(index)} was accepted, and the ledger no longer has it")
+        for index in world.asked
+        if question_id(index) not in team.exchanges
+    )
     for agent, waiting in enumerate(world.waiting):
         if waiting is None:
             continue
@@ -1159,10 +1199,17 @@ def canonical_fields(world: World) -> tuple[System, tuple[object, ...]]:
 # are memoized.
 @functools.lru_cache(maxsize=1 << 16)
 def _canonical_system(system: System) -> System:
-    ledger = system.ledger
+    ledger, desks = _canonical_journals(system.ledger, system.desks)
+    durable = system.durable
+    if durable is not None:
+        durable = Durable(durable.home, *_canonical_journals(durable.ledger, durable.desks))
+    return replace(system, ledger=ledger, desks=desks, durable=durable)
+
+
+def _canonical_journals(ledger: Ledger, desks: Map[str, d.Desk]) -> tuple[Ledger, Map[str, d.Desk]]:
     teams = Map({team_id: _canonical_team(team) for team_id, team in ledger.teams.items()})
-    desks = Map({machine: _canonical_desk(desk) for machine, desk in system.desks.items()})
-    return replace(system, ledger=replace(ledger, teams=teams), desks=desks)
+    plain = Map({machine: _canonical_desk(desk) for machine, desk in desks.items()})
+    return replace(ledger, teams=teams), plain
 
 
 @functools.lru_cache(maxsize=1 << 16)
