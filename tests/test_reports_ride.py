@@ -19,12 +19,11 @@ import trio
 import trio.testing
 
 from harness.core import delivery as d
-from harness.core.outcome import Accepted
-from harness.core.records import DeliveryView, NoticeKind
+from harness.core.records import DeliveryView
 from harness.io import home as homes
 from harness.io.client import Client
 from harness.io.daemon import Daemon
-from harness.io.desk_runner import _unheeded, prune_desk, replay_desk
+from harness.io.desk_runner import prune_desk, replay_desk
 from harness.io.fileops import FileOps
 from harness.io.journal import CheckpointPolicy
 from harness.io.journal_files import delivery_store_dir, ledger_store_dir, scan_store
@@ -327,62 +326,6 @@ async def test_prune_keeps_a_finished_record_whose_report_the_ledger_lost(tmp_pa
     backup.unlink()
     await prune_desk(tmp_path, SMALL, 10**13, backup, 10**13)
     assert "t1/q1/question" not in replay_desk_here(tmp_path).notices
-
-
-def test_only_steps_the_owner_restates_ride_and_only_when_the_owner_is_here() -> None:
-    """The owner's requests (a submit, a withdrawal, a hold) of a team owned here ride: the owner restates
-    them at every start, and the desk writes nothing before the restated holds and withdrawals are applied.
-    A paired owner hears of the step once and restates nothing when only this machine restarts: never then.
-    A member's read is not the owner's to restate: never."""
-    here, elsewhere = (lambda team_id: True), (lambda team_id: False)
-    submit = d.Submit(10, "t1", "t1/q1/question", NoticeKind.QUESTION, "q1", "m1", "here", "a1", 10**12, "hi")
-    submitted = d.step(d.empty_desk("here"), submit, SMALL)
-    assert isinstance(submitted, Accepted)
-    assert any(isinstance(effect, d.DeliveryChanged) for effect in submitted.effects)
-    assert _unheeded([submit], [submitted], here)
-    assert not _unheeded([submit], [submitted], elsewhere)
-    for step in (d.Withdraw(11, "t1/q1/question"), d.Hold(11, "t1"), d.Hold(11, "quiet")):
-        stepped = d.step(submitted.state, step, SMALL)
-        assert isinstance(stepped, Accepted) and stepped.changed
-        assert _unheeded([step], [stepped], here), step
-        assert not _unheeded([step], [stepped], elsewhere), step  # even a hold that changed no notice
-    read = d.InboxRead(11, ("t1/q1/question",))
-    was_read = d.step(submitted.state, read, SMALL)
-    assert isinstance(was_read, Accepted) and was_read.changed
-    assert not _unheeded([read], [was_read], here)
-
-
-def test_the_end_of_a_write_and_its_turn_ride_only_when_the_owner_is_here() -> None:
-    """Lost with a machine crash, the write its durable `write_started` recorded is `unconfirmed` after the
-    restart, never written again: they ride when their report goes to an owner on this machine. A paired
-    owner would have been told `delivered` or `accepted` of a write this desk no longer vouches for, and
-    nothing would tell it otherwise: never then. A write's start never rides."""
-    here, elsewhere = (lambda team_id: True), (lambda team_id: False)
-    desk = d.empty_desk("here")
-    notice = "t1/q1/question"
-    for command in (
-        d.Submit(10, "t1", notice, NoticeKind.QUESTION, "q1", "m1", "here", "a1", 10**12, "hi"),
-        d.Observe(11, "a1", d.Observed.IDLE),
-    ):
-        stepped = d.step(desk, command, SMALL)
-        assert isinstance(stepped, Accepted)
-        desk = stepped.state
-    start = d.WriteStarted(12, notice, d.Observed.IDLE, 12)
-    started = d.step(desk, start, SMALL)
-    assert isinstance(started, Accepted) and started.changed
-    assert not _unheeded([start], [started], here)
-    for end in (d.WriteFinished(13, notice, result) for result in d.WriteResult):
-        ended = d.step(started.state, end, SMALL)
-        assert isinstance(ended, Accepted) and ended.changed
-        assert _unheeded([end], [ended], here), end
-        assert not _unheeded([end], [ended], elsewhere), end
-    finished = d.step(started.state, d.WriteFinished(13, notice, d.WriteResult.OK), SMALL)
-    assert isinstance(finished, Accepted)
-    turn = d.TurnObserved(14, notice)
-    turned = d.step(finished.state, turn, SMALL)
-    assert isinstance(turned, Accepted) and turned.changed
-    assert _unheeded([turn], [turned], here)
-    assert not _unheeded([turn], [turned], elsewhere)
 
 
 async def test_a_write_whose_end_a_crash_lost_is_unconfirmed_and_never_written_again(
