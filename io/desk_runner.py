@@ -53,6 +53,7 @@ from harness.core.riding import desk_step_rides
 from harness.core.system import refused_reason
 from harness.core.team import REINTRODUCED, replay_limits
 from harness.core.terminal_text import terminal_safe
+from harness.io.desk_parts import DeskParts
 from harness.io.journal import CheckpointPolicy, JournalStore
 from harness.io.journal_files import Recovery, StoreError, delivery_store_dir
 from harness.io.journaled import Reducer, ReplayError, Stepper, Violated, replay_entries, restored
@@ -138,11 +139,16 @@ class RunnerTiming:
 DESK_REDUCER: Final = Reducer(d.step, desk_step_violations)
 
 
-def replay_desk(machine_id: str, recovery: Recovery, limits: Limits) -> d.Desk:
-    """Rebuild the desk from its checkpoint and journal (the reducer is deterministic)."""
+def replay_desk(
+    machine_id: str, recovery: Recovery, limits: Limits, parts: DeskParts | None = None
+) -> d.Desk:
+    """Rebuild the desk from its checkpoint and journal (the reducer is deterministic); `parts` learns which
+    of the checkpoint's parts hold which of its notices."""
     desk = restored(recovery, d.Desk, "desk")
     if desk is not None and desk.machine_id != machine_id:
         raise ReplayError(f"the checkpoint is the desk of machine {desk.machine_id!r}")
+    if desk is not None and parts is not None:
+        parts.seed(desk, recovery.parts)
     admitted = replay_limits(limits)  # each entry was admitted under the limits of its day
     start = d.empty_desk(machine_id) if desk is None else desk
     return replay_entries(DESK_REDUCER, start, recovery, desk_command_from_json, limits=admitted)[0]
@@ -238,6 +244,7 @@ class DeskRunner:
         self.leftovers: dict[str, str] = {}  # agent -> its unconfirmed notice left in its composer
         self._writes: trio.Nursery | None = None
         self._checkpointing = False  # one checkpoint at a time; a step meanwhile does not start another
+        self._parts = DeskParts()  # what the last checkpoint wrote: the next writes only what changed
         self._loop_scope = trio.CancelScope()
 
     # --- lifecycle ----------------------------------------------------------------------------------------
@@ -276,7 +283,7 @@ class DeskRunner:
         directory = delivery_store_dir(self._home)
         try:
             self._store, recovery = await JournalStore.open(directory)
-            self.desk = replay_desk(self.machine_id, recovery, self._limits)
+            self.desk = replay_desk(self.machine_id, recovery, self._limits, self._parts)
         except (StoreError, OSError, ReplayError) as error:
             self._stop_desk(f"{directory}: {error}")
             return
@@ -362,7 +369,7 @@ class DeskRunner:
         append after `seq`, which the checkpoint does not cover and compaction keeps."""
         assert self._store is not None
         try:
-            await self._store.checkpoint(seq, functools.partial(to_json, desk))
+            await self._store.checkpoint(seq, functools.partial(self._parts.payload, self._store, seq, desk))
         except StoreError as error:
             self._stop_desk(f"the desk checkpoint could not be written ({error})")
         finally:

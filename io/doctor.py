@@ -34,7 +34,9 @@ def _permission_problems(directory: Path, scan: StoreScan | None, ops: FileOps) 
     mode = ops.mode(directory)
     if mode != PRIVATE_DIR_MODE:
         problems.append(f"{directory} has mode {mode:04o}, expected {PRIVATE_DIR_MODE:04o}")
-    names = [LOCK_NAME] if scan is None else [LOCK_NAME, *scan.checkpoints, *(s.name for s in scan.segments)]
+    names = [LOCK_NAME]
+    if scan is not None:
+        names.extend((*scan.checkpoints, *(s.name for s in scan.segments), *sorted(scan.parts)))
     for name in names:
         path = directory / name
         if path.exists() and (mode := ops.mode(path)) != PRIVATE_FILE_MODE:
@@ -47,8 +49,9 @@ def inspect_store(directory: Path, *, ops: FileOps | None = None) -> dict[str, o
 
     Keys: directory, ok (no damage and private permissions), lastSeq (the revision recovery reaches),
     checkpointSeq (0 if none), entriesAfterCheckpoint, journalRecords (all complete records on disk),
-    segments, checkpoints (file names), tornTail (bool) with tornTails [{file, offset}], tempFiles (left by
-    an interrupted checkpoint; the next open removes them), damage (null or {file, offset, reason}: the
+    segments, checkpoints (file names), parts (how many the checkpoint names), tornTail (bool) with tornTails
+    [{file, offset}], tempFiles and strayParts (left by an interrupted checkpoint; the next open removes
+    them), damage (null or {file, offset, reason}: the
     first damage found; the daemon refuses this store until it is repaired), permissions (problems).
     """
     ops = ops or FileOps()
@@ -78,7 +81,9 @@ def inspect_store(directory: Path, *, ops: FileOps | None = None) -> dict[str, o
         checkpoints=list(scan.checkpoints),
         tornTail=bool(torn),
         tornTails=torn,
+        parts=len(scan.parts),
         tempFiles=list(scan.temp_files),
+        strayParts=list(scan.stray_parts),
         damage=None,
         permissions=problems,
     )

@@ -29,6 +29,7 @@ from harness.io.fileops import PRIVATE_FILE_MODE, FileOps, close_both, write_all
 from harness.io.journal_files import (
     LOCK_NAME,
     MAX_CHECKPOINT_BYTES,
+    PARTS_KEY,
     TEMP_SUFFIX,
     Recovery,
     StoreFailed,
@@ -37,6 +38,7 @@ from harness.io.journal_files import (
     checkpoint_name,
     encode_record,
     ensure_private_dir,
+    part_bytes,
     scan_store,
     segment_name,
 )
@@ -100,6 +102,7 @@ class JournalStore:
         self._segments = [_Segment(s.number, s.last_seq) for s in scan.segments]
         self._next_segment = scan.segments[-1].number + 1 if scan.segments else 1
         self._checkpoints = list(scan.checkpoints)
+        self._parts = scan.parts  # the parts the current checkpoint names
         self._checkpoint_seq = scan.recovery.checkpoint_seq
         self._durable_seq = scan.recovery.last_seq
         self._next_seq = self._durable_seq + 1
@@ -130,11 +133,11 @@ class JournalStore:
             raise StoreLocked(f"{directory} is open in another process") from exc
         try:
             scan = scan_store(directory, ops)
-            for name in scan.temp_files:
+            for name in (*scan.temp_files, *scan.stray_parts):
                 ops.unlink(directory / name)
-            if scan.temp_files:
+            if scan.temp_files or scan.stray_parts:
                 ops.fsync_dir(directory)
-            for name in (*scan.checkpoints, *(s.name for s in scan.segments)):
+            for name in (*scan.checkpoints, *(s.name for s in scan.segments), *scan.parts):
                 if ops.mode(directory / name) != PRIVATE_FILE_MODE:
                     ops.chmod(directory / name, PRIVATE_FILE_MODE)
             active_fd = None
@@ -161,6 +164,11 @@ class JournalStore:
     @property
     def checkpoint_seq(self) -> int:
         return self._checkpoint_seq
+
+    @property
+    def parts(self) -> frozenset[str]:
+        """The parts the current checkpoint names (`write_parts`)."""
+        return self._parts
 
     @property
     def journaled_seq(self) -> int:
@@ -355,15 +363,16 @@ class JournalStore:
             raise ValueError(f"checkpoint seq {seq} is beyond the journaled seq {self.journaled_seq}")
         if seq <= self._checkpoint_seq:
             return
-        data = None if callable(payload) else _checkpoint_bytes(seq, payload)
+        made = None if callable(payload) else _checkpoint_bytes(seq, payload)
         if seq > self._durable_seq:
             await self.sync()  # a checkpoint is never ahead of the durable journal it compacts
         async with self._checkpoint_lock:
             if seq <= self._checkpoint_seq:
                 return
-            if data is None:
+            if made is None:
                 assert callable(payload)
-                data = await trio.to_thread.run_sync(_made_checkpoint_bytes, seq, payload)
+                made = await trio.to_thread.run_sync(_made_checkpoint_bytes, seq, payload)
+            data, parts = made
             self._check_writable()  # it may have failed or closed while the thread encoded
             name = checkpoint_name(seq)
             try:
@@ -373,6 +382,8 @@ class JournalStore:
             self._checkpoint_seq = seq
             stale_checkpoints = self._checkpoints
             self._checkpoints = [name]
+            stale_parts = sorted(self._parts - parts)
+            self._parts = parts
             with trio.CancelScope(shield=True):
                 async with self._write_lock:
                     batch = self._open_batch
@@ -387,7 +398,9 @@ class JournalStore:
                     rotated, self._fd = self._fd, None
                     victims = [s.number for s in self._segments if s.last_seq is None or s.last_seq <= seq]
                 try:
-                    await trio.to_thread.run_sync(self._compact_blocking, rotated, victims, stale_checkpoints)
+                    await trio.to_thread.run_sync(
+                        self._compact_blocking, rotated, victims, [*stale_checkpoints, *stale_parts]
+                    )
                 except Exception as exc:
                     raise self._fail(exc) from exc
                 self._segments = [s for s in self._segments if s.number not in victims]
@@ -404,15 +417,42 @@ class JournalStore:
         ops.rename(temp, self._dir / name)
         ops.fsync_dir(self._dir)
 
-    def _compact_blocking(self, rotated: int | None, segments: list[int], checkpoints: list[str]) -> None:
+    def write_parts(self, seq: int, parts: Sequence[Mapping[str, object]]) -> list[str]:
+        """Durably write each mapping as a part of the checkpoint at `seq` and return their names, for its
+        payload to name under `PARTS_KEY`. Blocking: called from a checkpoint's payload callable, in its
+        worker thread. A part the current checkpoint names already is not written again. The parts are
+        durable (file and directory fsynced) before the checkpoint that names them is written."""
+        names: list[str] = []
+        written = False
+        for members in parts:
+            name, data = part_bytes(seq, members)
+            names.append(name)
+            if name in self._parts:
+                continue
+            temp = self._dir / (name + TEMP_SUFFIX)
+            fd = self._ops.create_exclusive(temp)
+            try:
+                write_all(self._ops, fd, data)
+                self._ops.fsync(fd)
+            finally:
+                self._ops.close(fd)
+            self._ops.rename(temp, self._dir / name)
+            written = True
+        if written:
+            self._ops.fsync_dir(self._dir)
+        return names
+
+    def _compact_blocking(self, rotated: int | None, segments: list[int], files: list[str]) -> None:
+        """Delete the segments and files (older checkpoints, then the parts no checkpoint names any more:
+        a checkpoint that is still here always finds its parts) the new checkpoint covers."""
         ops = self._ops
         if rotated is not None:
             ops.close(rotated)
         for number in segments:
             ops.unlink(self._dir / segment_name(number))
-        for name in checkpoints:
+        for name in files:
             ops.unlink(self._dir / name)
-        if segments or checkpoints:
+        if segments or files:
             ops.fsync_dir(self._dir)
 
     async def aclose(self) -> None:
@@ -437,12 +477,17 @@ class JournalStore:
         await self.aclose()
 
 
-def _checkpoint_bytes(seq: int, payload: Mapping[str, object]) -> bytes:
+def _checkpoint_bytes(seq: int, payload: Mapping[str, object]) -> tuple[bytes, frozenset[str]]:
+    """The checkpoint record's bytes, and the parts its payload names (`write_parts`)."""
     data = encode_record("payload", seq, payload, yielding=True) + b"\n"
     if len(data) > MAX_CHECKPOINT_BYTES:
         raise ValueError(f"checkpoint of {len(data)} bytes exceeds {MAX_CHECKPOINT_BYTES}")
-    return data
+    refs = payload.get(PARTS_KEY, {})
+    assert isinstance(refs, Mapping)
+    return data, frozenset(name for names in refs.values() for name in names)
 
 
-def _made_checkpoint_bytes(seq: int, make: Callable[[], Mapping[str, object]]) -> bytes:
+def _made_checkpoint_bytes(
+    seq: int, make: Callable[[], Mapping[str, object]]
+) -> tuple[bytes, frozenset[str]]:
     return _checkpoint_bytes(seq, make())

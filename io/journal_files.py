@@ -6,11 +6,17 @@
 #   lock                                  flock(2) target: one writer process per store
 #   journal-<segment:12>.jsonl            records {"v":1,"seq":N,"entry":{...},"crc":"xxxxxxxx"} one a line
 #   checkpoint-<seq:20>.json              one record {"v":1,"seq":N,"payload":{...},"crc":"..."} + newline
-#   *.tmp                                 a checkpoint being written; removed when the store is opened
+#   part-<digest:32>.json                 one record {"v":1,"seq":N,"part":{...},"crc":"..."} + newline:
+#                                         members of one field of a checkpoint's payload, which names its
+#                                         parts under "$parts" ({field: [part names]}); a part is written
+#                                         once and referenced by every later checkpoint while its members
+#                                         stay the same: a big state's checkpoint rewrites only what changed
+#   *.tmp                                 a checkpoint or part being written; removed when the store is opened
 # The crc is zlib.crc32 of the record's bytes up to `,"crc"`, so every line stays plain JSON for `jq`.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import re
 import zlib
@@ -34,6 +40,8 @@ LOCK_NAME: Final = "lock"
 TEMP_SUFFIX: Final = ".tmp"
 _SEGMENT_RE: Final = re.compile(r"journal-(\d{12})\.jsonl")
 _CHECKPOINT_RE: Final = re.compile(r"checkpoint-(\d{20})\.json")
+_PART_RE: Final = re.compile(r"part-[0-9a-f]{32}\.json")
+PARTS_KEY: Final = "$parts"  # in a checkpoint's payload: {field: [part names]}; no state's JSON has a `$` key
 _CRC_SUFFIX_RE: Final = re.compile(rb',"crc":"([0-9a-f]{8})"\}')
 _CRC_SUFFIX_LEN: Final = len(b',"crc":"00000000"}')
 # The head `encode_record` writes: a checksummed record that starts so names its seq without a JSON parse.
@@ -56,6 +64,13 @@ def ledger_store_dir(data_dir: Path, team_id: str) -> Path:
 def delivery_store_dir(data_dir: Path) -> Path:
     """Where this machine's delivery desk (as a destination) lives under the daemon data directory."""
     return data_dir / TEAMS_DIR / "delivery"
+
+
+def part_bytes(seq: int, members: Mapping[str, object]) -> tuple[str, bytes]:
+    """A part's file name and bytes: the name is the digest of the bytes, so the same members written at the
+    same checkpoint seq are the same file, and a name never stands for two contents."""
+    data = encode_record("part", seq, members, yielding=True) + b"\n"
+    return f"part-{hashlib.sha256(data).hexdigest()[:32]}.json", data
 
 
 def segment_name(number: int) -> str:
@@ -109,6 +124,8 @@ class Recovery:
     checkpoint_seq: int  # 0 when there is no checkpoint
     checkpoint: dict[str, object] | None
     entries: tuple[Entry, ...]
+    # The checkpoint's parts, in the order it names them: (name, the members' keys it put back).
+    parts: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def last_seq(self) -> int:
@@ -135,6 +152,8 @@ class StoreScan:
     checkpoints: tuple[str, ...]  # every checkpoint file, oldest first; the last one is in `recovery`
     segments: tuple[SegmentInfo, ...]  # in segment order
     temp_files: tuple[str, ...]
+    parts: frozenset[str] = frozenset()  # the parts the newest checkpoint names (joined into its payload)
+    stray_parts: tuple[str, ...] = ()  # parts no checkpoint here names: left by a crash, removed at open
 
 
 # --- encoding ---------------------------------------------------------------------------------------------
@@ -273,6 +292,52 @@ def _parse_segment(
     return SegmentInfo(path.name, number, len(data), first, last, records, torn)
 
 
+def _joined(
+    directory: Path, ops: FileOps, checkpoint: str, payload: dict[str, object]
+) -> tuple[dict[str, object], tuple[tuple[str, tuple[str, ...]], ...]]:
+    """The checkpoint's payload with the members of its parts put back into their fields, and each part's
+    name and members' keys. A part that is gone while its checkpoint is still here is damage; gone with its
+    checkpoint, it was compacted while this scan read them (FileNotFoundError: `scan_store_consistent` scans
+    again)."""
+    path = directory / checkpoint
+    refs = payload.pop(PARTS_KEY)
+    if not isinstance(refs, dict) or not all(
+        isinstance(names, list) and all(isinstance(n, str) and _PART_RE.fullmatch(n) for n in names)
+        for names in refs.values()
+    ):
+        raise CorruptState(path, 0, f"the checkpoint's {PARTS_KEY} is not a map of fields to part names")
+    joined: dict[str, tuple[str, ...]] = {}
+    for field, names in refs.items():
+        members = payload.get(field)
+        if not isinstance(members, dict):
+            raise CorruptState(path, 0, f"the checkpoint's field {field!r} has parts and is not an object")
+        for name in names:
+            part = directory / name
+            try:
+                data = ops.read_bytes(part)
+            except FileNotFoundError:
+                if checkpoint not in ops.listdir(directory):
+                    raise
+                raise CorruptState(part, 0, f"a part {checkpoint} names is missing") from None
+            items = _parse_part(part, data)
+            if name in joined or members.keys() & items.keys():
+                raise CorruptState(part, 0, f"a part repeats a member of {checkpoint}'s {field!r}")
+            members.update(items)
+            joined[name] = tuple(items)
+    return payload, tuple(joined.items())
+
+
+def _parse_part(path: Path, data: bytes) -> dict[str, object]:
+    if len(data) > MAX_CHECKPOINT_BYTES:
+        raise CorruptState(path, MAX_CHECKPOINT_BYTES, "part is larger than any this store writes")
+    if not data.endswith(b"\n") or data.find(b"\n") != len(data) - 1:
+        raise CorruptState(path, 0, "part is not one record and a newline")
+    decoded = _decode(data[:-1], "part")
+    if isinstance(decoded, str):
+        raise CorruptState(path, 0, decoded)
+    return decoded[1]
+
+
 def _parse_checkpoint(path: Path, data: bytes, seq_in_name: int) -> dict[str, object]:
     if not data.endswith(b"\n"):
         raise CorruptState(path, len(data), "checkpoint does not end with a newline")
@@ -309,6 +374,10 @@ def scan_store(directory: Path, ops: FileOps) -> StoreScan:
             raise CorruptState(path, MAX_CHECKPOINT_BYTES, "checkpoint is larger than any this store writes")
         payload = _parse_checkpoint(path, data, seq)
         checkpoint_seq = seq
+    parts: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    if payload is not None and PARTS_KEY in payload:
+        payload, parts = _joined(directory, ops, checkpoints[-1][1], payload)
+    named = frozenset(name for name, _ in parts)
 
     entries: list[Entry] = []
     infos: list[SegmentInfo] = []
@@ -329,10 +398,12 @@ def scan_store(directory: Path, ops: FileOps) -> StoreScan:
         infos.append(info)
     return StoreScan(
         directory,
-        Recovery(checkpoint_seq, payload, tuple(entries)),
+        Recovery(checkpoint_seq, payload, tuple(entries), parts),
         tuple(n for _, n in checkpoints),
         tuple(infos),
         temps,
+        named,
+        tuple(n for n in names if _PART_RE.fullmatch(n) and n not in named),
     )
 
 

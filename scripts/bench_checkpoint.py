@@ -12,6 +12,11 @@
 #   (io/journal.py, fsync and all) writes the checkpoint, given the payload as a mapping made on the event
 #   loop (as before issue 18; still the ledger's) or as a callable encoded in a worker thread (the desk's).
 #
+# - the desk in parts (io/desk_parts.py, what the daemon writes): the first checkpoint, which writes every
+#   part, then one after the next 256 desk steps (the queued notices' heads written, accepted and read), which
+#   writes only the parts that changed: the CPU of making its payload and parts, the bytes written, and the
+#   whole checkpoint through a real store (fsyncs included); and recovery from the parts.
+#
 # Each figure is printed beside `json.dumps` / `json.loads` of the same document measured in the same run, and
 # as a ratio to it: the machine is shared and noisy, ratios travel between runs and machines.
 #
@@ -37,6 +42,7 @@ from harness.core.errors import Rejected
 from harness.core.limits import DEFAULT_LIMITS
 from harness.core.records import EMPTY_LEDGER, NoticeKind, Team
 from harness.core.team import step
+from harness.io.desk_parts import DeskParts
 from harness.io.desk_runner import replay_desk
 from harness.io.fileops import FileOps
 from harness.io.journal import JournalStore
@@ -247,6 +253,106 @@ def measure(title: str, state: Any, recover: Callable[[Any], object], runs: int)
         print(f"  loop stall, encoded in a thread {shown}")
 
 
+def advance(desk: d.Desk, steps: int) -> d.Desk:
+    """`desk` after `steps` more desk steps of the bench's stream at its bound: the head of each agent's
+    queue is written, its turn seen, and it is read (no new notice: the desk is full)."""
+    now = max(n.updated_at for n in desk.notices.values())
+    done = 0
+    for agent in AGENTS * 10:
+        if done >= steps:
+            break
+        head = desk.sessions[agent].queue[0]
+        now += DEFAULT_LIMITS.write_settle_ms
+        for command in (
+            d.Observe(now, agent, d.Observed.IDLE),
+            d.WriteStarted(now + 1, head, d.Observed.IDLE, now),
+            d.WriteFinished(now + 2, head, d.WriteResult.OK),
+            d.TurnObserved(now + 3, head),
+            d.InboxRead(now + 4, (head,)),
+        ):
+            outcome = d.step(desk, command, DEFAULT_LIMITS)
+            if isinstance(outcome, Rejected):
+                raise SystemExit(f"bench stream refused {command!r}: {outcome}")
+            desk = outcome.state
+            done += 1
+        now += 5
+    return desk
+
+
+async def parted_checkpoint(
+    store: JournalStore, parts: DeskParts, desk: d.Desk, made: list[float]
+) -> tuple[float, int]:
+    """One desk checkpoint in parts through `store`: its wall time, and the bytes it wrote. The CPU time
+    of making its payload and parts (writes included) goes into `made`."""
+    before = _store_bytes(store.directory)
+    seq = await store.append({"n": store.journaled_seq + 1})
+
+    def payload() -> dict[str, object]:
+        started = time.thread_time()
+        try:
+            return parts.payload(store, seq, desk)
+        finally:
+            made.append(time.thread_time() - started)
+
+    started = time.perf_counter()
+    await store.checkpoint(seq, payload)
+    elapsed = time.perf_counter() - started
+    return elapsed, _store_bytes(store.directory, since=before)
+
+
+def _store_bytes(directory: Path, since: dict[str, int] | None = None) -> Any:
+    files = (p for p in directory.iterdir() if p.name.startswith(("part-", "checkpoint-")))
+    sizes = {p.name: p.stat().st_size for p in files}
+    if since is None:
+        return sizes
+    return sum(size for name, size in sizes.items() if name not in since)
+
+
+def measure_parts(desk: d.Desk, runs: int) -> None:
+    later = advance(desk, 256)
+    changed = sum(1 for notice_id, n in later.notices.items() if desk.notices[notice_id] is not n)
+
+    async def run() -> tuple[list[float], list[float], list[int], list[float], list[float], float]:
+        full, incremental, written, full_cpu, incremental_cpu = [], [], [], [], []
+        recover = math.inf
+        for _ in range(runs):
+            with tempfile.TemporaryDirectory(prefix="bench-parts-") as scratch:
+                store, _ = await JournalStore.open(Path(scratch))
+                parts = DeskParts()
+                elapsed, size = await parted_checkpoint(store, parts, desk, full_cpu)
+                full.append(elapsed)
+                written.append(size)
+                elapsed, size = await parted_checkpoint(store, parts, later, incremental_cpu)
+                incremental.append(elapsed)
+                written.append(size)
+                await store.aclose()
+                ops = FileOps()
+                started = time.perf_counter()
+                recovered = replay_desk(MACHINE, scan_store(Path(scratch), ops).recovery, DEFAULT_LIMITS)
+                recover = min(recover, time.perf_counter() - started)
+                if recovered != later:
+                    raise SystemExit("desk in parts: recovery does not rebuild the desk it checkpointed")
+        return full, incremental, written, full_cpu, incremental_cpu, recover
+
+    full, incremental, written, full_cpu, incremental_cpu, recover = trio.run(run)
+    document = to_json(later)
+    text = json.dumps(document, separators=(",", ":"), ensure_ascii=False)
+    base_dumps = best(runs, lambda: json.dumps(document, separators=(",", ":"), ensure_ascii=False))
+    base_loads = best(runs, lambda: json.loads(text))
+    print(f"desk in parts, {len(later.notices):,} records; {changed} changed in the 256 steps between two")
+    print(f"  json.dumps {base_dumps * 1e3:7.1f} ms   json.loads {base_loads * 1e3:7.1f} ms   (baselines)")
+    rows = (
+        ("first checkpoint: payload + parts, CPU", min(full_cpu), base_dumps, "dumps"),
+        ("first checkpoint, whole (fsyncs too)", min(full), base_dumps, "dumps"),
+        ("next checkpoint: payload + parts, CPU", min(incremental_cpu), base_dumps, "dumps"),
+        ("next checkpoint, whole (fsyncs too)", min(incremental), base_dumps, "dumps"),
+        ("recover (scan parts + replay)", recover, base_loads, "loads"),
+    )
+    for name, seconds, base, which in rows:
+        print(f"  {name:<38} {seconds * 1e3:7.1f} ms   {seconds / base:5.2f}x json.{which}")
+    print(f"  bytes written: first {written[0] / 1e6:.2f} MB, next {written[1] / 1e6:.3f} MB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="checkpoint encode, decode and recovery at the bounds")
     parser.add_argument("--runs", type=int, default=5, help="timings per figure; the fastest is shown (5)")
@@ -258,6 +364,7 @@ def main() -> None:
         lambda recovery: replay_desk(MACHINE, recovery, DEFAULT_LIMITS),
         args.runs,
     )
+    measure_parts(desk, args.runs)
     team = build_team()
     measure(
         f"team, {len(team.exchanges)} exchanges",

@@ -12,7 +12,7 @@ import trio
 from harness.core import delivery as d
 from harness.core.codec import from_json
 from harness.core.limits import DEFAULT_LIMITS
-from harness.io import desk_runner
+from harness.io import desk_parts
 from harness.io.daemon import now_ms
 from harness.io.desk_runner import DeskRunner, replay_desk
 from harness.io.fileops import FileOps
@@ -29,7 +29,7 @@ DEADLINE = 60.0  # generous: the suite runs on a loaded two-core machine
 async def test_steps_go_on_while_the_desk_checkpoint_is_encoded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    encoding, release = hold_checkpoint_encoding(monkeypatch, desk_runner, d.Desk, DEADLINE)
+    encoding, release = hold_checkpoint_encoding(monkeypatch, desk_parts, d.Desk, DEADLINE)
 
     async def report(one: DeliveryReport) -> None:
         pass

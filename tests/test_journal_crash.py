@@ -53,7 +53,7 @@ def test_sigkill_loop_keeps_every_acknowledged_entry(
     directory = tmp_path / "store"
     rng = random.Random(int.from_bytes(os.urandom(4)))
     acked: dict[int, str] = {}
-    kills = killed_in_checkpoint = torn_seen = torn_made = 0
+    kills = killed_in_checkpoint = torn_seen = torn_made = recovered_in_parts = stray_parts = 0
     started = time.monotonic()
     # Python and trio take longer to start than a cycle lasts, so victims start two cycles ahead.
     spares = deque(_spawn(directory, cycle) for cycle in range(PRESTARTED))
@@ -88,6 +88,8 @@ def test_sigkill_loop_keeps_every_acknowledged_entry(
                 torn_made += 1
                 scan = scan_store(directory, FileOps())
             killed_in_checkpoint += bool(scan.temp_files)
+            recovered_in_parts += bool(scan.parts)
+            stray_parts += bool(scan.stray_parts)
             torn_seen += any(s.torn_offset is not None for s in scan.segments)
             log = fold(scan.recovery)
             duplicates = [c for c, n in Counter(log).items() if n > 1]
@@ -107,7 +109,8 @@ def test_sigkill_loop_keeps_every_acknowledged_entry(
     checkpoint_seq = trio.run(reopen)
     summary = (
         f"{kills} SIGKILLs, {len(acked)} acknowledged entries checked, {killed_in_checkpoint} kills left a "
-        f"checkpoint temp file, {torn_made} torn tails made, {torn_seen} checks saw one, "
+        f"checkpoint temp file, {recovered_in_parts} recovered a checkpoint in parts, {stray_parts} left a "
+        f"part no checkpoint names, {torn_made} torn tails made, {torn_seen} checks saw one, "
         f"final checkpoint seq {checkpoint_seq}, "
         f"{time.monotonic() - started:.1f} s"
     )
@@ -117,5 +120,5 @@ def test_sigkill_loop_keeps_every_acknowledged_entry(
     assert kills >= 200 and len(acked) > kills, summary
     assert checkpoint_seq > 0, summary
     # The paths the loop is for were taken: kills inside a checkpoint, and recoveries past a torn tail.
-    assert killed_in_checkpoint >= 1, summary
+    assert killed_in_checkpoint >= 1 and recovered_in_parts >= 1, summary
     assert torn_made >= KILLS // TEAR_EVERY // 2 and torn_seen >= torn_made, summary
