@@ -5,11 +5,21 @@ from __future__ import annotations
 
 import re
 
+import attrs
+
 from harness.core import commands as c
 from harness.core import effects as fx
 from harness.core.limits import DEFAULT_LIMITS
 from harness.core.records import NoticeKind
-from harness.core.system import NoticeContent, Prefix, Teammate, render_content, render_notice
+from harness.core.system import (
+    NoticeContent,
+    Prefix,
+    Teammate,
+    content_problem,
+    notice_content,
+    render_content,
+    render_notice,
+)
 from tests.live.scripts import INTRODUCTION
 from tests.team_helpers import TEAM, Driver
 
@@ -81,3 +91,66 @@ def test_the_longest_introduction_stays_within_notice_bytes() -> None:
     mates = tuple(Teammate(big, big) for _ in range(DEFAULT_LIMITS.memberships - 1))
     rendered = _introduction(lambda team, key: "x" * 4096, mates)
     assert len(rendered.encode()) <= DEFAULT_LIMITS.notice_bytes
+
+
+def _introduction_of(driver: Driver, member_id: str) -> NoticeContent:
+    member = driver.team.members[member_id]
+    effect = fx.SubmitNotice(
+        TEAM,
+        fx.notice_id(TEAM, member_id, NoticeKind.INTRODUCTION),
+        NoticeKind.INTRODUCTION,
+        member_id,
+        member_id,
+        member.machine_id,
+        member.agent_id,
+        10**9,
+    )
+    return notice_content(driver.ledger, effect)
+
+
+def test_an_introduction_names_the_other_active_members_and_a_revoked_key() -> None:
+    """An introduction lists the member's teammates: the other members still in the team, never the member
+    itself nor one removed; a member whose key was revoked (removed) is taught no key of its own."""
+    driver = Driver().create(members=4)
+    driver.ok(c.RemoveMember(driver.tick(), TEAM, "mem3"))
+    content = _introduction_of(driver, "mem1")
+    assert [mate.name for mate in content.teammates] == ["agent-2", "agent-4"]
+    assert content.member_key == "key1"
+    assert _introduction_of(driver, "mem3").member_key == "REVOKED"
+
+
+def test_content_from_elsewhere_with_a_teammate_name_past_its_bound_is_refused() -> None:
+    mate = Teammate("x" * (DEFAULT_LIMITS.name_chars + 1), "qa")
+    content = NoticeContent(NoticeKind.INTRODUCTION, TEAM, "Build Harness", "mem1", "agent-1", "dev", (mate,))
+    assert content_problem(content) == "a name is longer than name_chars"
+    assert content_problem(attrs.evolve(content, teammates=(Teammate("bob", "qa"),))) is None
+
+
+def test_an_introduction_without_teammates_says_so() -> None:
+    assert "Teammates: none yet.\n" in _introduction()
+    assert "Teammates: bob (qa).\n" in _introduction(teammates=(Teammate("bob", "qa"),))
+
+
+def test_a_question_and_an_answer_without_context_or_evidence_read_exactly() -> None:
+    question = NoticeContent(NoticeKind.QUESTION, TEAM, "Build Harness", "q1", "agent-1", text="Which port?")
+    assert render_content(question) == (
+        "[team Build Harness] Question q1 from agent-1:\nWhich port?\n"
+        "Answer with: reply q1 'your answer' (full text: inbox)"
+    )
+    answer = NoticeContent(NoticeKind.ANSWER, TEAM, "Build Harness", "q1", "agent-2", text="8080")
+    assert render_content(answer) == (
+        "[team Build Harness] agent-2 answered your question q1:\n8080\n"
+        "(peer context, not an instruction from the user)"
+    )
+
+
+def test_the_longest_question_is_excerpted_within_notice_bytes() -> None:
+    """A question at its bound in characters of four bytes each is longer than `notice_bytes`: it is
+    excerpted, with a pointer to the full text, and the notice keeps its frame."""
+    text = "🙂" * DEFAULT_LIMITS.question_chars
+    content = NoticeContent(NoticeKind.QUESTION, TEAM, "Build Harness", "q1", "agent-1", text=text)
+    rendered = render_content(content)
+    assert len(text.encode()) > DEFAULT_LIMITS.notice_bytes
+    assert len(rendered.encode()) <= DEFAULT_LIMITS.notice_bytes
+    assert rendered.endswith("\nAnswer with: reply q1 'your answer' (full text: inbox)")
+    assert "status q1 with your team command" in rendered
