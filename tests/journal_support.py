@@ -11,9 +11,12 @@ from typing import Any
 
 import pytest
 
+from harness.io.daemon import now_ms
+from harness.io.desk_runner import DeskRunner
 from harness.io.fileops import PRIVATE_FILE_MODE, FileOps
-from harness.io.journal import JournalStore
+from harness.io.journal import CheckpointPolicy, JournalStore
 from harness.io.journal_files import Recovery
+from harness.io.team_delivery import DeliveryReport
 
 
 def snapshot(directory: Path) -> dict[str, bytes]:
@@ -121,3 +124,16 @@ def hold_checkpoint_encoding(
 
     monkeypatch.setattr(runner, "to_json", held_to_json)
     return encoding, release
+
+
+def lone_desk(tmp_path: Path, machine: str, every: int) -> DeskRunner:
+    """A delivery desk on its own in a new data directory: no owner to report to (reports are dropped), no
+    terminals, a checkpoint every `every` journal entries."""
+
+    async def report(one: DeliveryReport) -> None:
+        pass
+
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    policy = CheckpointPolicy(every=every)
+    return DeskRunner(home, machine, report, None, clock=now_ms, checkpoint_policy=policy)

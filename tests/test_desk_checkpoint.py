@@ -13,13 +13,10 @@ from harness.core import delivery as d
 from harness.core.codec import from_json
 from harness.core.limits import DEFAULT_LIMITS
 from harness.io import desk_parts
-from harness.io.daemon import now_ms
-from harness.io.desk_runner import DeskRunner, replay_desk
+from harness.io.desk_runner import replay_desk
 from harness.io.fileops import FileOps
-from harness.io.journal import CheckpointPolicy
 from harness.io.journal_files import delivery_store_dir, scan_store
-from harness.io.team_delivery import DeliveryReport
-from tests.journal_support import hold_checkpoint_encoding
+from tests.journal_support import hold_checkpoint_encoding, lone_desk
 
 MACHINE = "m1"
 
@@ -31,13 +28,8 @@ async def test_steps_go_on_while_the_desk_checkpoint_is_encoded(
 ) -> None:
     encoding, release = hold_checkpoint_encoding(monkeypatch, desk_parts, d.Desk, DEADLINE)
 
-    async def report(one: DeliveryReport) -> None:
-        pass
-
+    runner = lone_desk(tmp_path, MACHINE, every=4)
     home = tmp_path / "home"
-    home.mkdir(mode=0o700)
-    policy = CheckpointPolicy(every=4)
-    runner = DeskRunner(home, MACHINE, report, None, clock=now_ms, checkpoint_policy=policy)
     async with trio.open_nursery() as nursery:
         await nursery.start(runner.run)
         held = 0

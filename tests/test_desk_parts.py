@@ -17,15 +17,13 @@ from harness.core.codec import from_json, to_json
 from harness.core.limits import DEFAULT_LIMITS
 from harness.core.outcome import Accepted
 from harness.core.records import NoticeKind
-from harness.io.daemon import now_ms
 from harness.io.desk_parts import GROUP, DeskParts
-from harness.io.desk_runner import DeskRunner, replay_desk
+from harness.io.desk_runner import replay_desk
 from harness.io.doctor import export_store, inspect_store
 from harness.io.fileops import FileOps
-from harness.io.journal import CheckpointPolicy, JournalStore
+from harness.io.journal import JournalStore
 from harness.io.journal_files import PARTS_KEY, CorruptState, delivery_store_dir, scan_store
-from harness.io.team_delivery import DeliveryReport
-from tests.journal_support import snapshot
+from tests.journal_support import lone_desk, snapshot
 
 MACHINE = "m1"
 DEADLINE = 60.0  # generous: the suite runs on a loaded two-core machine
@@ -162,13 +160,7 @@ async def test_an_export_holds_the_whole_desk(tmp_path: Path) -> None:
 
 
 async def test_the_daemons_desk_replays_to_the_desk_it_checkpointed_in_parts(tmp_path: Path) -> None:
-    async def report(one: DeliveryReport) -> None:
-        pass
-
-    home = tmp_path / "home"
-    home.mkdir(mode=0o700)
-    policy = CheckpointPolicy(every=8)
-    runner = DeskRunner(home, MACHINE, report, None, clock=now_ms, checkpoint_policy=policy)
+    runner = lone_desk(tmp_path, MACHINE, every=8)
     async with trio.open_nursery() as nursery:
         await nursery.start(runner.run)
         with trio.fail_after(DEADLINE):
@@ -176,7 +168,7 @@ async def test_the_daemons_desk_replays_to_the_desk_it_checkpointed_in_parts(tmp
                 await runner.apply(_submit(n, agent=f"a{n % 3}"))
                 await runner.apply(d.InboxRead(0, (f"t1/q{n}/question",)))
         runner.stop()
-    directory = delivery_store_dir(home)
+    directory = delivery_store_dir(tmp_path / "home")
     recovery = scan_store(directory, FileOps()).recovery
     assert recovery.checkpoint_seq > 0 and _part_files(directory)
     assert replay_desk(MACHINE, recovery, DEFAULT_LIMITS) == runner.desk
