@@ -105,17 +105,21 @@ def fingerprint(model: Model[S], state: S) -> int:
 @contextlib.contextmanager
 def _rare_collections() -> Iterator[None]:
     """A search allocates millions of immutable, acyclic values that live on in its memos and frontier: the
-    cyclic collector finds nothing among them, yet rescanning them took a third of a search's time.
-    Reference counting still frees them; the collector's usual pace returns when the search ends. What
-    survived the search is frozen out of the collector's sight first: the full collection that came due
-    right after it rescanned them all for nothing (2.8 s after a 22 s search of three-agents-parent-chain)."""
-    usual = gc.get_threshold()
-    gc.set_threshold(100_000, 50, 100)
+    cyclic collector finds nothing among them, yet rescanning them took a third of a search's time, and
+    even one young collection per 100,000 new values still took a tenth (each one scans them all once).
+    So the collector is off while a search runs: reference counting frees every value a search drops (a
+    search of each shipped scenario left no cyclic garbage behind; tests/test_checker_speedups.py checks
+    one). It comes back when the search ends, after what survived is frozen out of its sight: the full
+    collection that came due right after it rescanned them all for nothing (2.8 s after a 22 s search of
+    three-agents-parent-chain)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
     try:
         yield
     finally:
         gc.freeze()
-        gc.set_threshold(*usual)
+        if was_enabled:
+            gc.enable()
 
 
 @_rare_collections()

@@ -4,11 +4,14 @@
 # short as the plain search; the link's memoized moves are the moves of the link in hand, and a search with
 # them reaches what one without them reaches; the fingerprint's fields fold what canonical worlds fold; a
 # board is spared its state invariants only when a step just found that very board clean; the memos of the
-# hostile machine's requests and of the channel keeper's plans answer a mutant for itself; and `harness
-# check --jobs` reports what one process reports, in catalogue order, stopping at the first violation.
+# hostile machine's requests and of the channel keeper's plans answer a mutant for itself; the step memo,
+# keyed without the limits, answers only under the search's own; a search leaves no cyclic garbage for the
+# collector it turns off; and `harness check --jobs` reports what one process reports, in catalogue order,
+# stopping at the first violation.
 from __future__ import annotations
 
 import gc
+import inspect
 import json
 from collections.abc import Hashable, Iterator
 from typing import Any
@@ -21,8 +24,11 @@ from harness.cli.app import app
 from harness.core import channels as ch
 from harness.core.board_invariants import board_violations
 from harness.core.commands import RecordDelivery
+from harness.core.errors import Rejected
 from harness.core.limits import Limits
+from harness.core.outcome import Accepted
 from harness.core.records import Team
+from harness.core.system import step_system
 from harness.core.values import replace
 from harness.models import link as ln
 from harness.models.board_world import board_always, board_successors
@@ -31,7 +37,14 @@ from harness.models.checker import Result, Transition, explore
 from harness.models.mutants import MUTANTS
 from harness.models.scenarios import BOARD_SCENARIOS, SCENARIOS, WorldModel
 from harness.models.symmetry import KeyTable, reference_key
-from harness.models.world import StepMemo, World, canonical_fields, canonical_world
+from harness.models.world import (
+    StepMemo,
+    World,
+    _planned_ask,
+    canonical_fields,
+    canonical_world,
+    real_step_system,
+)
 
 RING = SCENARIOS["three-agents-ring"]
 DEPTH = 5  # a few hundred worlds: every kind of step of the ring, cheap enough for the suite
@@ -293,3 +306,31 @@ def test_a_mutant_stopped_memoizing_is_caught_as_before(monkeypatch: pytest.Monk
     dropped = explore(model, model.max_depth)
     assert kept.violation is not None and dropped.violation is not None
     assert kept.violation.labels == dropped.violation.labels
+
+
+def test_a_search_leaves_no_cyclic_garbage() -> None:
+    """The collector is off while a search runs (checker._rare_collections): that is safe only while what a
+    search drops is freed by reference counting alone, with nothing left in cycles."""
+    model = SCENARIOS["two-agents-ask-each-other"]
+    search = inspect.unwrap(explore)  # without the freeze at its end, which would hide garbage from collect
+    gc.collect()
+    gc.disable()
+    try:
+        result = search(model, model.max_depth)
+        assert result.complete and result.violation is None
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+
+
+def test_a_step_under_other_limits_than_the_searchs_is_not_answered_from_the_step_memo() -> None:
+    """The step memo is keyed without the limits (StepMemo.limits are the search's): a step under other
+    limits is the reducers' answer under those, even for a system and action the memo holds."""
+    model = SCENARIOS["two-agents-ask-each-other"]
+    explore(model, 3)
+    world = model.initial()
+    action = _planned_ask(model.config.asks[0], 0, world.now)
+    tight = attrs.evolve(model.config.limits, ttl_min_ms=action.ttl_ms + 1)
+    assert isinstance(real_step_system(world.system, action, model.config.limits), Accepted)
+    assert real_step_system(world.system, action, tight) == step_system(world.system, action, tight)
+    assert isinstance(step_system(world.system, action, tight), Rejected)
