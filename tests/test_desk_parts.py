@@ -193,3 +193,19 @@ async def test_after_a_start_the_first_checkpoint_writes_only_what_changed(tmp_p
     second = _part_files(tmp_path)
     assert len(first - second) == 1 and len(second - first) == 1
     assert all((tmp_path / name).stat().st_ino == files[name] for name in first & second)
+
+
+@pytest.mark.parametrize("name", ["../escape.json", "part-0.json", "checkpoint-00000000000000000001.json"])
+async def test_a_checkpoint_naming_a_part_outside_the_parts_pattern_is_damage(
+    tmp_path: Path, name: str
+) -> None:
+    """A part name is a file name of the store's own pattern: a checkpoint naming a path out of the store, or
+    another of its files, refuses the store and nothing is read there or deleted."""
+    store, _ = await JournalStore.open(tmp_path)
+    seq = await store.append({"n": 1})
+    await store.checkpoint(seq, {"notices": {}, PARTS_KEY: {"notices": [name]}})
+    await store.aclose()
+    before = snapshot(tmp_path)
+    with pytest.raises(CorruptState, match="not a map of fields to part names"):
+        await JournalStore.open(tmp_path)
+    assert snapshot(tmp_path) == before
