@@ -31,6 +31,7 @@ import attrs
 import trio
 
 from harness.core import session as s
+from harness.core.bounded_json import JsonRefused, parse_json
 from harness.core.errors import ErrorCode, Rejected
 from harness.core.outcome import Accepted
 from harness.core.records import ID_PATTERN
@@ -787,21 +788,19 @@ def _read_call(path: Path) -> dict[str, Any] | str:
     try:
         with path.open("rb") as file:
             raw = file.read(CALL_BYTES + 1)
-        data = json.loads(raw) if len(raw) <= CALL_BYTES else None
-    except (OSError, ValueError):
+    except OSError:
         return "the call file is not readable JSON"
-    if data is None:
-        return f"the call file is larger than {CALL_BYTES} bytes"
+    data = parse_json(raw, max_bytes=CALL_BYTES)
+    if isinstance(data, JsonRefused):
+        return f"the call file is {data.detail}" if data.reason == "too_large" else (
+            f"the call file is not readable JSON ({data.detail})"
+        )
     if not isinstance(data, dict) or data.get("tool") not in CALL_TOOLS:
         return f"a call names one tool of: {', '.join(CALL_TOOLS)}"
     digest, text = data.get("keyDigest"), data.get("text", "")
     if not isinstance(digest, str) or not DIGEST.fullmatch(digest) or not isinstance(text, str):
         return "a call carries a 'keyDigest' of 64 hex digits and a string 'text'"
-    try:
-        text.encode("utf-8")  # JSON may spell a lone surrogate, which no frame to the daemon can carry
-    except UnicodeEncodeError:
-        return "the call's text is not valid UTF-8 text"
-    return {"tool": data["tool"], "keyDigest": data["keyDigest"], "text": data.get("text", "")}
+    return {"tool": data["tool"], "keyDigest": digest, "text": text}
 
 
 def introduction(plan: SessionPlan, session: s.Session, name: str, where: str) -> str:

@@ -226,12 +226,23 @@ def _damage_cases(whole: bytes) -> dict[str, tuple[bytes, int]]:
         "seq_gap": (whole + _record(len(lines) + 2, {"n": 9}), offsets[-1]),
         "newline_damaged": (whole[:-1] + b"x", offsets[-1] - 1),
         "blank_line": (whole[: offsets[1]] + b"\n" + whole[offsets[1] :], offsets[1]),
+        "nested_too_deep": (whole + _deep_record(len(lines) + 1), offsets[-1]),
     }
+
+
+def _deep_record(seq: int) -> bytes:
+    """A record whose checksum vouches for a body nested past the parser's recursion limit: the store wrote
+    no such record, and reading it must refuse the store, not end the process with RecursionError."""
+    head = b'{"v":1,"seq":%d,"entry":{"n":' % seq + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    return head + b',"crc":"%08x"}\n' % zlib.crc32(head)
 
 
 @pytest.mark.parametrize(
     "case",
-    ["bad_checksum_in_middle", "unparseable", "wrong_version", "seq_gap", "newline_damaged", "blank_line"],
+    [
+        "bad_checksum_in_middle", "unparseable", "wrong_version", "seq_gap", "newline_damaged", "blank_line",
+        "nested_too_deep",
+    ],
 )
 async def test_damage_is_corrupt_state_and_nothing_changes(tmp_path: Path, case: str) -> None:
     directory = tmp_path / "s"

@@ -235,8 +235,10 @@ def test_acknowledge_outside_discuss_mode_is_refused(tmp_path: Path) -> None:
         (b'{"tool": "announce", "keyDigest": 7}', "64 hex digits"),
         (b'{"tool": "announce", "keyDigest": "\\u00e9"}', "64 hex digits"),  # no crash comparing it
         (b'{"tool": "announce", "keyDigest": "' + b"a" * 64 + b'", "text": ["a"]}', "a string 'text'"),
-        (b'{"tool": "announce", "keyDigest": "' + b"a" * 64 + b'", "text": "\\ud800"}', "not valid UTF-8"),
+        (b'{"tool": "announce", "keyDigest": "' + b"a" * 64 + b'", "text": "\\ud800"}', "unpaired surrogate"),
         (b'{"tool": "announce", "text": "' + b"x" * runner.CALL_BYTES + b'"}', "larger than"),
+        (b"[" * (runner.CALL_BYTES - 1), "nested deeper than"),  # past the parser's recursion limit
+        (b'{"tool": "announce", "keyDigest": "' + b"a" * 64 + b'", "n": 1e999}', "out of range"),
     ],
 )
 def test_a_hostile_call_file_gets_a_one_line_refusal_and_changes_nothing(
