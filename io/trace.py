@@ -18,7 +18,8 @@ import math
 import os
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Final
 
@@ -228,29 +229,20 @@ class TraceWriter:
     async def sync(self) -> None:
         """fsync every line written so far. Lines written while an fsync runs share the next one.
         Cancellation is delivered after the fsync, not instead of it."""
-        with trio.CancelScope(shield=True):
-            async with self._sync_lock:
-                target = self._written_seq
-                if self._durable_seq >= target:
-                    return
-                if self._failure is not None:
-                    raise TraceFailed(f"{self._dir}: lines up to seq {target} were not made durable")
-                if self._fd is not None:
-                    # A duplicate, so that a rotation (or `abandon`) on the event loop may close the file
-                    # while the fsync runs: the duplicate keeps it open until the fsync is done.
-                    duplicate = os.dup(self._fd)
-                    try:
-                        await trio.to_thread.run_sync(self._fsync_blocking, duplicate)
-                    except Exception as error:
-                        self._failure = TraceFailed(f"{self._dir}: {error!r}")
-                        raise self._failure from error
-                self._durable_seq = max(self._durable_seq, target)
+        failed = await sync_writers([self])
+        if self in failed:
+            raise failed[self]
 
-    def _fsync_blocking(self, fd: int) -> None:
-        try:
-            self._ops.fsync(fd)
-        finally:
-            self._ops.close(fd)
+    def _sync_due(self) -> tuple[int, int | None] | None:
+        """(the seq a sync now makes durable, a duplicate of the file to fsync), None when nothing is due.
+        Called holding `_sync_lock`. A duplicate, so that a rotation (or `abandon`) on the event loop may
+        close the file while the fsync runs: the duplicate keeps it open until the fsync is done."""
+        target = self._written_seq
+        if self._durable_seq >= target:
+            return None
+        if self._failure is not None:
+            raise TraceFailed(f"{self._dir}: lines up to seq {target} were not made durable")
+        return target, None if self._fd is None else os.dup(self._fd)
 
     def _write_lines(self, lines: list[bytes]) -> None:
         chunk: list[bytes] = []
@@ -326,6 +318,52 @@ _Event = tuple[str, Mapping[str, object]]  # (source, event) of one team's trace
 
 def no_trace(team_id: str, source: str, event: Mapping[str, object]) -> None:
     """The TraceEmit of a runner that traces nothing (tests that build one alone)."""
+
+
+async def sync_writers(writers: Sequence[TraceWriter]) -> dict[TraceWriter, Exception]:
+    """`sync` of every writer in one worker thread call: one group fsync of many traces costs one hop to a
+    thread, not one per trace (a start writes to every team's trace at once). Each writer that could not be
+    made durable maps to its error; the others are durable. Cancellation is delivered after the fsyncs."""
+    failed: dict[TraceWriter, Exception] = {}
+    due: list[tuple[TraceWriter, int, int | None]] = []
+    with trio.CancelScope(shield=True):
+        async with AsyncExitStack() as held:
+            for writer in sorted(writers, key=lambda writer: str(writer.directory)):  # one order: no deadlock
+                await held.enter_async_context(writer._sync_lock)
+                try:
+                    now = writer._sync_due()
+                except (TraceFailed, OSError) as refused:
+                    failed[writer] = refused
+                    continue
+                if now is not None:
+                    due.append((writer, *now))
+            files = [(writer._ops, fd) for writer, _, fd in due]
+            errors = await trio.to_thread.run_sync(_fsync_each, files) if files else []
+            for (writer, target, _), fsync_error in zip(due, errors, strict=True):
+                if fsync_error is None:
+                    writer._durable_seq = max(writer._durable_seq, target)
+                else:
+                    writer._failure = TraceFailed(f"{writer.directory}: {fsync_error!r}")
+                    writer._failure.__cause__ = fsync_error
+                    failed[writer] = writer._failure
+    return failed
+
+
+def _fsync_each(files: list[tuple[FileOps, int | None]]) -> list[Exception | None]:
+    """fsync and close each duplicate (None: no file is open, nothing to fsync); each one's error."""
+    errors: list[Exception | None] = []
+    for ops, fd in files:
+        try:
+            if fd is not None:
+                try:
+                    ops.fsync(fd)
+                finally:
+                    ops.close(fd)
+        except Exception as error:  # a failed trace stops only that trace, as `sync` did
+            errors.append(error)
+        else:
+            errors.append(None)
+    return errors
 
 
 class TeamTraces:
@@ -458,14 +496,9 @@ class TeamTraces:
     async def _sync(self) -> None:
         """One group fsync of every trace written since the last."""
         teams, self._unsynced, self._sync_at = self._unsynced, set(), math.inf
-        for team_id in teams:
-            writer = self._writers.get(team_id)
-            if writer is None:
-                continue
-            try:
-                await writer.sync()
-            except (TraceFailed, OSError) as error:
-                self._fail(team_id, error)
+        writers = {writer: team_id for team_id in teams if (writer := self._writers.get(team_id)) is not None}
+        for writer, error in (await sync_writers(list(writers))).items():
+            self._fail(writers[writer], error)
 
     async def _writer(self, team_id: str, redactor: list[Redactor]) -> TraceWriter | None:
         """The team's open writer, opened now if need be with the batch's `redactor` (made at its first)."""

@@ -137,6 +137,37 @@ async def test_a_failed_sync_stops_the_writer(tmp_path: Path) -> None:
     await writer.aclose()
 
 
+async def test_a_group_sync_is_one_worker_thread_call_and_a_failed_trace_stops_only_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A start writes to every team's trace at once; their group fsync costs one hop to a worker thread,
+    not one per trace. A trace whose fsync fails is stopped, and the others of its group are durable."""
+    writers = [await _open(tmp_path / name) for name in ("a", "b", "c")]
+    for writer in writers:
+        writer.emit("ledger", {"type": "x"})
+        writer.write()
+    writers[1]._ops = FailingFsync()
+    hops: list[object] = []
+    real = trio.to_thread.run_sync
+
+    async def counted(fn: object, *args: object) -> object:
+        hops.append(fn)
+        return await real(fn, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(trio.to_thread, "run_sync", counted)
+    failed = await trace.sync_writers(writers)
+    assert len(hops) == 1
+    assert list(failed) == [writers[1]] and isinstance(failed[writers[1]], trace.TraceFailed)
+    assert [w.durable_seq == w.last_seq for w in writers] == [True, False, True]
+    with pytest.raises(trace.TraceFailed):
+        writers[1].emit("ledger", {"type": "y"})
+    again = await trace.sync_writers(writers)  # nothing is due but the stopped trace, which is not retried
+    assert list(again) == [writers[1]] and "not made durable" in str(again[writers[1]]) and len(hops) == 1
+    monkeypatch.undo()
+    for writer in writers:
+        await writer.aclose()
+
+
 async def test_team_traces_fsync_every_written_trace_as_one_group_after_the_delay(tmp_path: Path) -> None:
     """Lines written at once, one fsync per team per group, the group `sync_delay_ms` after the first."""
     ops = CountingOps()
