@@ -64,6 +64,15 @@ class _Batch:
     error: BaseException | None = None
 
 
+@attrs.frozen
+class Queued:
+    """Entries `queue` placed in the journal (seqs `first`..`last`), on their way to `durable`."""
+
+    batch: _Batch
+    first: int
+    last: int
+
+
 @attrs.define
 class _Segment:
     number: int
@@ -217,18 +226,29 @@ class JournalStore:
         """`append` for several entries at once, in order: they share one write and one fsync (with any
         other appends queued meanwhile), so a caller that stepped a batch pays one durable append for it.
         All or none are queued: an entry that cannot be encoded refuses the whole call before any is."""
+        return await self.durable(self.queue(entries, max_bytes=max_bytes))
+
+    def queue(self, entries: Sequence[Mapping[str, object]], *, max_bytes: int = MAX_ENTRY_BYTES) -> Queued:
+        """The first half of `append_all`, without yielding: the entries take their seqs and their place in
+        the journal now (all or none; raises as `append_all` does), and `durable` waits for their fsync. A
+        caller that must journal in the order it decides, and not wait in that order, needs no task for it."""
         if not entries:
             raise ValueError("nothing to append")
         batch, first = self._queue(entries, max_bytes)
+        return Queued(batch, first, first + len(entries) - 1)
+
+    async def durable(self, queued: Queued) -> list[int]:
+        """The second half of `append_all`: the seqs of `queued` once they are fsynced (StoreFailed if they
+        could not be). Once queued the entries are written even if the caller is cancelled."""
+        batch = queued.batch
         with trio.CancelScope(shield=True):
             async with self._write_lock:
                 if not batch.done:
                     await self._flush(batch)
-        last = first + len(entries) - 1
         if batch.error is not None:
-            lost = f"{self._dir}: entries seq {first}..{last} were not made durable"
+            lost = f"{self._dir}: entries seq {queued.first}..{queued.last} were not made durable"
             raise StoreFailed(lost) from batch.error
-        return list(range(first, last + 1))
+        return list(range(queued.first, queued.last + 1))
 
     def enqueue(self, entries: Sequence[Mapping[str, object]]) -> list[int]:
         """Journal entries without waiting for an fsync: they become durable with the next `append` (whose
@@ -258,10 +278,16 @@ class JournalStore:
         new segment, or a flush is under way): from its return, the death of this process cannot lose them
         (a riding step's loss must be a machine crash's only, spec/delivery-v1.md section 7)."""
         seqs = self.enqueue(entries)
-        batch = self._open_batch
-        if seqs and batch is not None and batch.written < len(batch.lines):
+        if seqs and self.unwritten:
             await self.sync()
         return seqs
+
+    @property
+    def unwritten(self) -> bool:
+        """Entries `enqueue` could not write into the file at once wait for the next flush: until `sync`, the
+        death of this process would lose them."""
+        batch = self._open_batch
+        return batch is not None and batch.written < len(batch.lines)
 
     async def sync(self) -> None:
         """Make every entry journaled so far durable (those `enqueue` left for the next fsync)."""

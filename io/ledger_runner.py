@@ -22,7 +22,7 @@ import functools
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Final, Protocol, TypeVar
 
@@ -139,6 +139,15 @@ def _ready(first: Pending, tickets: trio.MemoryReceiveChannel[Pending]) -> Itera
             yield tickets.receive_nowait()
         except (trio.WouldBlock, trio.EndOfChannel):
             return
+
+
+def _persisted(group: list[Pending], seqs: list[int] | None, failure: BaseException | None) -> None:
+    """The journal append of `group` finished: at `seqs`, or not (`failure`)."""
+    for index, pending in enumerate(group):
+        pending.seq = None if seqs is None else seqs[index]
+        pending.failure = failure
+        assert pending.persisted is not None
+        pending.persisted.set()
 
 
 def _with_team(ledger: Ledger, team_id: str, team: Team | None) -> Ledger:
@@ -358,7 +367,7 @@ class LedgerRunner:
         pending = Pending(command)
         with trio.CancelScope(shield=True):
             try:
-                await self._send.send(pending)
+                await self._enter(pending)
             except trio.ClosedResourceError:
                 raise ShuttingDown from None
             await pending.done.wait()
@@ -379,12 +388,16 @@ class LedgerRunner:
         pending = Pending(command, rides=rides)
         # Shutting down: a lost observation is one the destination reports again after the restart.
         with contextlib.suppress(trio.ClosedResourceError):
-            try:
-                # Without a turn of the event loop while the queue has room: the reports of one desk batch
-                # (or of a start's sync) reach the ledger task together and are stepped in one of its turns.
-                self._send.send_nowait(pending)
-            except trio.WouldBlock:
-                await self._send.send(pending)
+            await self._enter(pending)
+
+    async def _enter(self, pending: Pending) -> None:
+        """Queue `pending` for the ledger task, without a turn of the event loop while the queue has room: the
+        reports of one desk batch (or of a start's sync), and the requests that arrived together, reach the
+        ledger task together and are stepped in one of its turns (and a request's task steps once less)."""
+        try:
+            self._send.send_nowait(pending)
+        except trio.WouldBlock:
+            await self._send.send(pending)
 
     async def run(self, sink: EffectSink) -> None:
         tickets_send, tickets_receive = trio.open_memory_channel[Pending](PIPELINE_DEPTH)
@@ -407,7 +420,7 @@ class LedgerRunner:
                     if store is not None:
                         writes.setdefault(pending.command.team_id, (store, []))[1].append(pending)
                 for store, group in writes.values():
-                    await nursery.start(self._persist, store, group)
+                    self._persist(store, group, nursery)
                 for pending in turn:
                     try:  # no turn of the event loop per ticket: the finisher takes a turn's tickets at once
                         tickets.send_nowait(pending)
@@ -453,27 +466,37 @@ class LedgerRunner:
         pending.persisted = trio.Event()
         return store
 
-    async def _persist(
-        self, store: JournalStore, group: list[Pending], task_status: trio.TaskStatus[None]
-    ) -> None:
-        # `started()` does not yield, and `append_all` takes its sequence numbers before its first checkpoint,
-        # so journal order is exactly the order in which the ledger task stepped the commands.
-        task_status.started()
+    def _persist(self, store: JournalStore, group: list[Pending], nursery: trio.Nursery) -> None:
+        """Journal `group` now, in the order the ledger task stepped it (its seqs are taken here, without
+        yielding), and set each one's `persisted` once it is durable: at once for reports that ride and were
+        written into the file, else from a task that waits for the fsync while the ledger task goes on."""
+        wait: Callable[[], Awaitable[object]] | None
         try:
             entries = [command_to_json(pending.command) for pending in group]
             if all(pending.rides for pending in group):
-                seqs = await store.ride(entries)  # durable with the team's next append (`report`)
+                seqs = store.enqueue(entries)  # durable with the team's next append (`report`)
+                wait = store.sync if store.unwritten else None
             else:
-                seqs = await store.append_all(entries)
-            for pending, seq in zip(group, seqs, strict=True):
-                pending.seq = seq
+                queued = store.queue(entries)
+                seqs = list(range(queued.first, queued.last + 1))
+                wait = functools.partial(store.durable, queued)
         except (StoreError, trio.ClosedResourceError, ValueError, TypeError) as error:
-            for pending in group:
-                pending.failure = error
-        finally:
-            for pending in group:
-                assert pending.persisted is not None
-                pending.persisted.set()
+            _persisted(group, None, error)
+            return
+        if wait is None:
+            _persisted(group, seqs, None)
+        else:
+            nursery.start_soon(self._durable, group, seqs, wait)
+
+    async def _durable(
+        self, group: list[Pending], seqs: list[int], wait: Callable[[], Awaitable[object]]
+    ) -> None:
+        try:
+            await wait()
+        except (StoreError, trio.ClosedResourceError) as error:
+            _persisted(group, None, error)
+        else:
+            _persisted(group, seqs, None)
 
     async def _finisher(
         self, tickets: trio.MemoryReceiveChannel[Pending], sink: EffectSink, nursery: trio.Nursery

@@ -73,7 +73,10 @@ class TeamRpc:
                 while True:
                     message = await ws.get_message()
                     slot.touch()
-                    await slots.acquire()
+                    try:  # a free slot without a turn of the event loop: get_message has just taken one
+                        slots.acquire_nowait()
+                    except trio.WouldBlock:
+                        await slots.acquire()
                     nursery.start_soon(self._one_request, ws, message, slots, slot)
             except ConnectionClosed:
                 pass

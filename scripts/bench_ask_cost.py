@@ -5,9 +5,9 @@
 #   not started), from the request until the owner's view holds the desk's report;
 # - one `ask` end to end with a terminal attached (tests/fake_tui.py in a real tmux server on its own -L
 #   socket), from the request until the owner's view says the notice was `accepted`;
-# - durable asks/s with CLIENTS concurrent clients (each its own connection, all in one client process), and
-#   the event loop's CPU per ask, as ratios against one bare fsynced append of an ask's bytes measured
-#   in the same run on the same disk.
+# - durable asks/s with CLIENTS concurrent clients (each its own connection, all in one client process), the
+#   event loop's CPU per ask and its task steps per ask (a count that a loaded machine does not blur), as
+#   ratios against one bare fsynced append of an ask's bytes measured in the same run on the same disk.
 # With --baseline every measurement runs twice, the first time with each team trace write fsynced at once (as
 # before the trace rode the group commit: TeamTraces.sync_delay_ms = 0), and the figures print side by side.
 from __future__ import annotations
@@ -254,19 +254,37 @@ async def throughput(home: Path, counters: Counters, trace_sync_ms: int | None) 
         lines = LineReader(child.stdout)
         assert await lines.next() == "ready"
         counters.detailed, counters.counting = False, True
+        steps = TaskSteps()
+        trio.lowlevel.add_instrument(steps)
         cpu, started = time.thread_time(), time.perf_counter()
         await child.stdin.send_all(b"go\n")
         asked = int(await lines.next())
         elapsed, cpu = time.perf_counter() - started, time.thread_time() - cpu
+        trio.lowlevel.remove_instrument(steps)
         counters.counting = False
         await child.wait()
         durable = len(daemon.durable.teams["burst"].exchanges)
         assert durable == asked == CLIENTS * ASKS_PER_CLIENT, (durable, asked)
         per[f"durable asks/s, {CLIENTS} clients"] = asked / elapsed
         per["event-loop CPU per ask (ms)"] = cpu / asked * 1000
+        per["event-loop task steps per ask (a count: CPU without the noise)"] = steps.steps / asked
+        per["tasks spawned per ask"] = steps.spawned / asked
         per[f"fsyncs per ask, {CLIENTS} clients (no terminal)"] = counters.total() / asked
         daemon.stop()
     return per
+
+
+class TaskSteps(trio.abc.Instrument):
+    """How often trio ran a task (one step: from a resume to its next yield) and how many it started."""
+
+    def __init__(self) -> None:
+        self.steps = self.spawned = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self.steps += 1
+
+    def task_spawned(self, task: trio.lowlevel.Task) -> None:
+        self.spawned += 1
 
 
 class LineReader:

@@ -2,7 +2,9 @@
 # daemon's Unix socket against a bare trio-websocket echo of a frame of the same size on a Unix socket too
 # (the ratio is the daemon's own cost: peer check, parse, step, fsync, reply); (b) the wall time of a cold
 # `harness team ... inbox --json` process against `python3 -c pass`; (c) sustained asks per second from 8
-# concurrent clients (group commit at work).
+# concurrent clients (group commit at work). The daemon (`harness daemon run`) and the echo each run in a
+# process of their own, as a user's daemon does: in this process they would share its interpreter lock with
+# the clients, and (c) measured the lock, not the daemon.
 from __future__ import annotations
 
 import json
@@ -15,73 +17,59 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import trio
 from bench_support import quantile, serve_local_echo
 
+from harness.core.codec import to_json
 from harness.core.limits import Limits
 from harness.io import home as homes
-from harness.io.client import Client
-from harness.io.daemon import Daemon
+from harness.io.client import Client, Unreachable
 from harness.io.journal import JournalStore
+from harness.io.ledger_runner import LIMITS_ENV
 
 ROUND_TRIPS = 400
 CLIENTS = 8
 SUSTAIN_SECONDS = 3.0
 COLD_RUNS = 7
+START_DEADLINE_S = 60.0
 UNBOUNDED = Limits(exchanges=10**6, pending_per_sender=10**6, asks_per_minute=10**7, memberships=64)
 
 
-def in_thread(main: Callable[[Callable[[Path], None]], Any]) -> tuple[Path, Callable[[], None]]:
-    """Run `main(ready)` in its own trio loop; returns the socket it reported and a stop function."""
-    ready = threading.Event()
-    state: dict[str, Any] = {}
-
-    async def runner() -> None:
-        state["token"] = trio.lowlevel.current_trio_token()
-        with trio.CancelScope() as scope:
-            state["scope"] = scope
-
-            def report(path: Path) -> None:
-                state["socket"] = path
-                ready.set()
-
-            await main(report)
-
-    thread = threading.Thread(target=trio.run, args=(runner,), daemon=True)
-    thread.start()
-    ready.wait(10)
+def serve(argv: list[str], socket: Path, env: dict[str, str] | None = None) -> Callable[[], None]:
+    """Start `argv` as a process of its own (as a user's daemon is: a client never shares its interpreter)
+    and wait until `socket` accepts a connection; returns a function that stops it."""
+    log = socket.with_suffix(".log").open("wb")  # its stderr: why it did not listen, if it did not
+    process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+    log.close()
+    deadline = time.perf_counter() + START_DEADLINE_S
+    while True:
+        try:
+            with Client(socket):
+                break
+        except (Unreachable, OSError):
+            if process.poll() is not None or time.perf_counter() > deadline:
+                process.kill()
+                why = socket.with_suffix(".log").read_text(errors="replace")[-2000:]
+                raise SystemExit(f"{argv[1:4]} did not listen on {socket}: {why}") from None
+            time.sleep(0.02)
 
     def stop() -> None:
-        trio.from_thread.run_sync(state["scope"].cancel, trio_token=state["token"])
-        thread.join(10)
+        process.terminate()
+        process.wait(START_DEADLINE_S)
 
-    return Path(state["socket"]), stop
-
-
-def echo_server(path: Path) -> tuple[Path, Callable[[], None]]:
-    async def main(ready: Callable[[Path], None]) -> None:
-        async with trio.open_nursery() as nursery:
-            await nursery.start(serve_local_echo, path)
-            ready(path)
-
-    return in_thread(main)
+    return stop
 
 
-def daemon_server(home: Path) -> tuple[Path, Callable[[], None]]:
-    daemon = Daemon(home, limits=UNBOUNDED, log=lambda line: None)
+def echo_server(path: Path) -> Callable[[], None]:
+    return serve([sys.executable, str(Path(__file__).resolve()), "--echo", str(path)], path)
 
-    async def main(ready: Callable[[Path], None]) -> None:
-        async with trio.open_nursery() as nursery:
-            await nursery.start(daemon.run)
-            ready(daemon.socket_path)
-            try:
-                await trio.sleep_forever()
-            finally:
-                daemon.stop()
 
-    return in_thread(main)
+def daemon_server(home: Path) -> Callable[[], None]:
+    """`harness daemon run` on `home` with its bounds lifted (HARNESS_LIMITS, as tests shrink them)."""
+    argv = [sys.executable, "-m", "harness.cli.main", "daemon", "run", "--home", str(home)]
+    env = {**os.environ, LIMITS_ENV: json.dumps(to_json(UNBOUNDED))}
+    return serve(argv, home / homes.SOCKET_FILE, env)
 
 
 async def append_latency(directory: Path, frame: str) -> list[float]:
@@ -105,7 +93,8 @@ def percentiles(samples: list[float]) -> tuple[float, float]:
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp:
         home = Path(tmp)
-        daemon_socket, stop_daemon = daemon_server(home)
+        stop_daemon = daemon_server(home)
+        daemon_socket = home / homes.SOCKET_FILE
         token = homes.read_owner_token(home)
         people = [f"p{i}" for i in range(CLIENTS + 1)]
         with Client(daemon_socket) as owner:
@@ -145,7 +134,8 @@ def main() -> None:
                 "text": text,
             }
         )
-        echo_socket, stop_echo = echo_server(home / "echo.sock")
+        echo_socket = home / "echo.sock"
+        stop_echo = echo_server(echo_socket)
         echo_ms: list[float] = []
         with Client(echo_socket) as client:
             for _ in range(ROUND_TRIPS):
@@ -227,4 +217,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--echo"]:
+        trio.run(serve_local_echo, Path(sys.argv[2]))
+    else:
+        main()
