@@ -4,8 +4,9 @@
 #
 # - `append` answers only after the entry's bytes are fsynced, and appends that arrive during an fsync share
 #   the next one (group commit), so an acknowledgement always means "durable" without one fsync per entry.
-#   `append_all` queues several entries as one batch. `enqueue` queues entries nobody waits on: they ride the
-#   next batch's fsync, and a crash before it loses them only as a suffix of the journal.
+#   `append_all` queues several entries as one batch (`queue` takes their place in the journal without
+#   yielding, `durable` waits for their fsync). `enqueue` queues entries nobody waits on: they ride the next
+#   batch's fsync (or `sync`), and a crash before it loses them only as a suffix of the journal.
 # - Recovery returns exactly the acknowledged history. A torn final record (a write that never finished, so
 #   was never acknowledged) is ignored and left on disk; new records go to a new segment so no byte of it
 #   changes. Any other damage is `CorruptState`, naming the file and byte offset, with every byte in place.
@@ -291,13 +292,15 @@ class JournalStore:
 
     async def sync(self) -> None:
         """Make every entry journaled so far durable (those `enqueue` left for the next fsync)."""
+        target = self.journaled_seq
         with trio.CancelScope(shield=True):
             async with self._write_lock:
                 batch = self._open_batch
                 if batch is not None and not batch.done:
                     await self._flush(batch)
-                    if batch.error is not None:
-                        raise StoreFailed(f"{self._dir}: enqueued entries not made durable") from batch.error
+                if self._durable_seq < target:
+                    # Another flush took these entries and failed (the store is stopped): never a success.
+                    raise StoreFailed(f"{self._dir}: enqueued entries not made durable") from self._failure
 
     def _queue(self, entries: Sequence[Mapping[str, object]], max_bytes: int) -> tuple[_Batch, int]:
         """Encode `entries` into the open batch (all or none); the batch and the first entry's seq."""

@@ -493,7 +493,7 @@ class LedgerRunner:
     ) -> None:
         try:
             await wait()
-        except (StoreError, trio.ClosedResourceError) as error:
+        except StoreError as error:
             _persisted(group, None, error)
         else:
             _persisted(group, seqs, None)

@@ -328,7 +328,8 @@ async def sync_writers(writers: Sequence[TraceWriter]) -> dict[TraceWriter, Exce
     due: list[tuple[TraceWriter, int, int | None]] = []
     with trio.CancelScope(shield=True):
         async with AsyncExitStack() as held:
-            for writer in sorted(writers, key=lambda writer: str(writer.directory)):  # one order: no deadlock
+            # One order (no deadlock with another group), each writer once (its lock is not re-entrant).
+            for writer in sorted(set(writers), key=lambda writer: str(writer.directory)):
                 await held.enter_async_context(writer._sync_lock)
                 try:
                     now = writer._sync_due()
@@ -338,7 +339,13 @@ async def sync_writers(writers: Sequence[TraceWriter]) -> dict[TraceWriter, Exce
                 if now is not None:
                     due.append((writer, *now))
             files = [(writer._ops, fd) for writer, _, fd in due]
-            errors = await trio.to_thread.run_sync(_fsync_each, files) if files else []
+            try:
+                errors = await trio.to_thread.run_sync(_fsync_each, files) if files else []
+            except Exception as error:  # no worker thread ran it (none could start): nothing was fsynced
+                for _, fd in files:
+                    if fd is not None:
+                        os.close(fd)
+                errors = [error] * len(due)
             for (writer, target, _), fsync_error in zip(due, errors, strict=True):
                 if fsync_error is None:
                     writer._durable_seq = max(writer._durable_seq, target)

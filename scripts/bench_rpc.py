@@ -7,6 +7,7 @@
 # the clients, and (c) measured the lock, not the daemon.
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
@@ -15,7 +16,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 
 import trio
@@ -36,36 +37,42 @@ START_DEADLINE_S = 60.0
 UNBOUNDED = Limits(exchanges=10**6, pending_per_sender=10**6, asks_per_minute=10**7, memberships=64)
 
 
-def serve(argv: list[str], socket: Path, env: dict[str, str] | None = None) -> Callable[[], None]:
-    """Start `argv` as a process of its own (as a user's daemon is: a client never shares its interpreter)
-    and wait until `socket` accepts a connection; returns a function that stops it."""
-    log = socket.with_suffix(".log").open("wb")  # its stderr: why it did not listen, if it did not
-    process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
-    log.close()
-    deadline = time.perf_counter() + START_DEADLINE_S
-    while True:
-        try:
-            with Client(socket):
-                break
-        except (Unreachable, OSError):
-            if process.poll() is not None or time.perf_counter() > deadline:
-                process.kill()
-                why = socket.with_suffix(".log").read_text(errors="replace")[-2000:]
-                raise SystemExit(f"{argv[1:4]} did not listen on {socket}: {why}") from None
-            time.sleep(0.02)
-
-    def stop() -> None:
+@contextlib.contextmanager
+def serve(argv: list[str], socket: Path, env: dict[str, str] | None = None) -> Iterator[None]:
+    """`argv` running as a process of its own (as a user's daemon is: a client never shares its interpreter)
+    while the block runs, from the moment `socket` accepts a connection; stopped (killed if it lingers) on
+    the way out, whatever ends the block."""
+    stderr = socket.with_name(socket.name + ".stderr")  # why it did not listen, if it did not
+    with stderr.open("wb") as log:
+        process = subprocess.Popen(
+            argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log
+        )
+    try:
+        deadline = time.perf_counter() + START_DEADLINE_S
+        while True:
+            try:
+                with Client(socket):
+                    break
+            except (Unreachable, OSError):
+                if process.poll() is not None or time.perf_counter() > deadline:
+                    why = stderr.read_text(errors="replace")[-2000:]
+                    raise SystemExit(f"{argv[1:4]} did not listen on {socket}: {why}") from None
+                time.sleep(0.02)
+        yield
+    finally:
         process.terminate()
-        process.wait(START_DEADLINE_S)
+        try:
+            process.wait(START_DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
-    return stop
 
-
-def echo_server(path: Path) -> Callable[[], None]:
+def echo_server(path: Path) -> contextlib.AbstractContextManager[None]:
     return serve([sys.executable, str(Path(__file__).resolve()), "--echo", str(path)], path)
 
 
-def daemon_server(home: Path) -> Callable[[], None]:
+def daemon_server(home: Path) -> contextlib.AbstractContextManager[None]:
     """`harness daemon run` on `home` with its bounds lifted (HARNESS_LIMITS, as tests shrink them)."""
     argv = [sys.executable, "-m", "harness.cli.main", "daemon", "run", "--home", str(home)]
     env = {**os.environ, LIMITS_ENV: json.dumps(to_json(UNBOUNDED))}
@@ -91,9 +98,8 @@ def percentiles(samples: list[float]) -> tuple[float, float]:
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp, daemon_server(Path(tmp)):
         home = Path(tmp)
-        stop_daemon = daemon_server(home)
         daemon_socket = home / homes.SOCKET_FILE
         token = homes.read_owner_token(home)
         people = [f"p{i}" for i in range(CLIENTS + 1)]
@@ -135,15 +141,13 @@ def main() -> None:
             }
         )
         echo_socket = home / "echo.sock"
-        stop_echo = echo_server(echo_socket)
         echo_ms: list[float] = []
-        with Client(echo_socket) as client:
+        with echo_server(echo_socket), Client(echo_socket) as client:
             for _ in range(ROUND_TRIPS):
                 start = time.perf_counter()
                 client.send_raw(frame)
                 client.receive_raw(10)
                 echo_ms.append((time.perf_counter() - start) * 1000)
-        stop_echo()
         ask50, ask99 = percentiles(ask_ms)
         echo50, echo99 = percentiles(echo_ms)
         print(
@@ -213,7 +217,6 @@ def main() -> None:
             f"(c) {sum(counts) / elapsed:.0f} durable asks/s from {CLIENTS} concurrent clients "
             f"({sum(counts)} in {elapsed:.1f} s)"
         )
-        stop_daemon()
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from harness.io.fileops import FileOps
 from harness.io.journal import CheckpointPolicy, JournalStore
 from harness.io.journal_files import (
     CorruptState,
+    StoreFailed,
     StoreLocked,
     _covered_seq,
     checkpoint_name,
@@ -103,6 +104,25 @@ async def test_an_entry_that_rides_right_after_a_checkpoint_is_on_disk_when_ride
     assert store.durable_seq == 2
     assert [e.seq for e in scan_store(directory, FileOps()).recovery.entries] == [2, 3]
     await store.aclose()
+
+
+async def test_a_sync_after_another_flush_failed_with_its_entries_is_a_failure(tmp_path: Path) -> None:
+    """An enqueued entry is flushed by whichever append or sync takes its batch first. When that flush fails,
+    a later `sync` finds no batch open; it must still say that the entry is not durable, or a riding report
+    would be committed though it was never written (the review of this session found it returned)."""
+    store, _ = await JournalStore.open(tmp_path / "s", ops=FaultyOps(lambda name, args: _eio(name)))
+    assert store.enqueue([{"n": 1}]) == [1]
+    queued = store.queue([{"n": 2}])  # the same batch: its flush fails
+    with pytest.raises(StoreFailed):
+        await store.durable(queued)
+    with pytest.raises(StoreFailed):
+        await store.sync()
+    await store.aclose()
+
+
+def _eio(name: str) -> None:
+    if name == "fsync":
+        raise OSError(5, "EIO")
 
 
 async def test_checkpoint_of_everything_then_reopen(tmp_path: Path) -> None:

@@ -389,3 +389,28 @@ def replay_desk_here(home: Path) -> d.Desk:
 
 if __name__ == "__main__":
     trio.run(_busy_daemon, Path(sys.argv[1]))
+
+
+async def test_an_ask_whose_journal_append_fails_is_refused_and_nothing_of_it_leaves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ledger commits a command only once its journal append is durable: when the fsync of the team's
+    journal fails, the ask is refused with `corrupt_state`, the team stops, and no notice of it reaches the
+    desk (the journaled group's failure path, which no other test runs)."""
+    store = os.path.realpath(ledger_store_dir(tmp_path, "t1"))
+    real = os.fsync
+
+    def failing(fd: int) -> None:
+        if os.path.realpath(f"/proc/self/fd/{fd}").startswith(store):
+            raise OSError(5, "EIO")
+        real(fd)
+
+    async with busy_team(tmp_path) as (daemon, alice):
+        monkeypatch.setattr(os, "fsync", failing)
+        refused = await alice.error("ask", "t1", id="q1", to="bob", text="Which port?")
+        monkeypatch.setattr(os, "fsync", real)
+        assert refused.code == "corrupt_state", refused
+        assert "q1" not in daemon.durable.teams["t1"].exchanges
+        assert daemon.desk is not None and "t1/q1/question" not in daemon.desk.desk.notices
+        again = await alice.error("ask", "t1", id="q2", to="bob", text="Still there?")
+        assert again.code == "corrupt_state"  # the team is stopped

@@ -89,9 +89,15 @@ async def test_rotation_keeps_the_bounds_and_the_newest_lines(tmp_path: Path) ->
 
 
 class FailingFsync(CountingOps):
+    closes = 0
+
     def fsync(self, fd: int) -> None:
         super().fsync(fd)
         raise OSError(5, "EIO")
+
+    def close(self, fd: int) -> None:
+        self.closes += 1
+        super().close(fd)
 
 
 async def test_write_puts_lines_in_the_file_without_an_fsync_and_sync_adds_one(tmp_path: Path) -> None:
@@ -159,11 +165,36 @@ async def test_a_group_sync_is_one_worker_thread_call_and_a_failed_trace_stops_o
     assert len(hops) == 1
     assert list(failed) == [writers[1]] and isinstance(failed[writers[1]], trace.TraceFailed)
     assert [w.durable_seq == w.last_seq for w in writers] == [True, False, True]
+    assert writers[1]._ops.closes == 1  # its file's duplicate, closed though its fsync failed
     with pytest.raises(trace.TraceFailed):
         writers[1].emit("ledger", {"type": "y"})
     again = await trace.sync_writers(writers)  # nothing is due but the stopped trace, which is not retried
     assert list(again) == [writers[1]] and "not made durable" in str(again[writers[1]]) and len(hops) == 1
     monkeypatch.undo()
+    for writer in writers:
+        await writer.aclose()
+
+
+async def test_a_group_sync_without_a_worker_thread_fails_each_trace_and_closes_every_duplicate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When no worker thread can start, nothing was fsynced: every trace of the group is stopped (none is
+    reported durable), no duplicate descriptor is left open, and a writer named twice is synced once."""
+    writers = [await _open(tmp_path / name) for name in ("a", "b")]
+    for writer in writers:
+        writer.emit("ledger", {"type": "x"})
+        writer.write()
+    open_before = len(os.listdir("/proc/self/fd"))
+
+    async def no_thread(fn: object, *args: object) -> object:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(trio.to_thread, "run_sync", no_thread)
+    failed = await trace.sync_writers([*writers, writers[0]])
+    monkeypatch.undo()
+    assert set(failed) == set(writers) and all(isinstance(e, trace.TraceFailed) for e in failed.values())
+    assert [w.durable_seq for w in writers] == [0, 0]
+    assert len(os.listdir("/proc/self/fd")) == open_before
     for writer in writers:
         await writer.aclose()
 
