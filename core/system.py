@@ -186,7 +186,6 @@ def step_system(
             if item is not landed and _leaves(item, remote):
                 assert isinstance(item.command, OWNER_REQUESTS)
                 out.append(ToDesk(item.machine_id, item.command))  # the link hands it over (Arrived)
-                first = False
                 continue
             reports = item.machine_id in remote  # its reports travel back through the link
             desk = desks.get(item.machine_id)

@@ -98,7 +98,8 @@ CORE_TESTS: dict[str, tuple[str, ...]] = {
     "core/session.py": ("test_session_examples.py", "test_spec_session.py"),
     "core/session_invariants.py": ("test_session_examples.py", "test_spec_session.py"),
     "core/system.py": (
-        "test_team_letter.py", "test_notice_text.py", "test_remote_grant.py", "test_riding.py"
+        "test_team_letter.py", "test_notice_text.py", "test_remote_grant.py", "test_riding.py",
+        "test_models_link.py",
     ),
     "core/riding.py": ("test_riding.py",),
     "core/team.py": ("test_team_examples.py", "test_team_letter.py", "test_spec_team.py"),
