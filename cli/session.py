@@ -21,6 +21,7 @@ from harness.cli import output
 from harness.cli.agent import ENGINE_COMMANDS
 from harness.cli.commands import Options, fail, member_key, read_text, require_text, show, usage
 from harness.core import session as s
+from harness.core.bounded_json import parse_own
 from harness.core.errors import Rejected
 from harness.core.limits import DEFAULT_LIMITS
 from harness.core.records import ID_PATTERN
@@ -383,7 +384,7 @@ def _call_tool(
 def _result(path: Path) -> dict[str, Any] | None:
     """The runner's answer to a call, once written (it is renamed into place whole)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = parse_own(path.read_text(encoding="utf-8"))
     except (FileNotFoundError, ValueError):
         return None
     return data if isinstance(data, dict) else None

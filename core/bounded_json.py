@@ -10,7 +10,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 # The deepest any harness frame is nested (a sealed request carrying a restated desk command is about 6);
 # 32 leaves room and keeps every parser far from the interpreter's recursion limit.
@@ -87,4 +87,14 @@ def parse_json(data: str | bytes, *, max_bytes: int, max_depth: int = MAX_DEPTH)
     return value
 
 
-__all__ = ["MAX_DEPTH", "JsonRefused", "depth", "parse_json"]
+def parse_own(data: str | bytes) -> Any:  # json.loads's own type: readers check the shape
+    """`json.loads` for a file of the data directory (a registry, a state, a status, an export): harness wrote
+    it, so its size needs no bound, but damage to it must stay the ValueError every reader turns into a
+    one-line error, never a RecursionError that ends the command with a traceback."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("nested deeper than any document harness writes") from None
+
+
+__all__ = ["MAX_DEPTH", "JsonRefused", "depth", "parse_json", "parse_own"]

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import enum
-import json
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 import attrs
 import trio
 
+from harness.core.bounded_json import parse_own
 from harness.core.codec import from_json, to_json
 from harness.core.errors import ErrorCode, Rejected
 from harness.core.terminal_text import is_terminal_safe
@@ -117,7 +117,7 @@ class AgentRegistry:
         except FileNotFoundError:
             return cls(path, {})
         try:
-            data = json.loads(raw)
+            data = parse_own(raw)
             if not isinstance(data, dict) or data.get("version") != FORMAT_VERSION:
                 raise ValueError(f"expected an object with version {FORMAT_VERSION}")
             agents = data.get("agents")

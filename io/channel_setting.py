@@ -3,12 +3,12 @@
 # pass. Kept apart from the keeper so that those commands start without trio, tmux or the agent registry.
 from __future__ import annotations
 
-import json
 import os
 import stat
 from pathlib import Path
 
 from harness.core import channels as ch
+from harness.core.bounded_json import parse_own
 from harness.io import home as homes
 
 SETTING_FILE = "channels.json"
@@ -38,7 +38,7 @@ def read_setting(home: Path) -> ch.Setting:
             raise ValueError("not a regular file")
         if len(raw) > MAX_SETTING_BYTES:
             raise ValueError(f"larger than {MAX_SETTING_BYTES} bytes")
-        data = json.loads(raw)
+        data = parse_own(raw)
         if not isinstance(data, dict) or data.get("version") != FORMAT_VERSION:
             raise ValueError(f"expected an object with version {FORMAT_VERSION}")
         enabled, epoch = data.get("enabled"), data.get("epoch")

@@ -16,6 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from harness.core.bounded_json import parse_own
 from harness.io import fileops
 from harness.io.fileops import FileOps, replace_durably
 
@@ -137,7 +138,7 @@ def _fsync_dir(path: Path) -> None:
 def read_daemon_info(home: Path) -> dict[str, Any] | None:
     """What the running daemon wrote about itself, or None when no daemon.json is there."""
     try:
-        data = json.loads((home / DAEMON_FILE).read_text())
+        data = parse_own((home / DAEMON_FILE).read_text())
     except FileNotFoundError:
         return None
     except ValueError as error:
@@ -239,7 +240,7 @@ def write_export_note(home: Path, team_id: str, note: dict[str, Any]) -> None:
 def read_export_note(home: Path, team_id: str) -> dict[str, Any] | None:
     """The note of the team's last export; None if there is none or it cannot be read as one."""
     try:
-        data = json.loads(export_note_path(home, team_id).read_text())
+        data = parse_own(export_note_path(home, team_id).read_text())
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -260,7 +261,7 @@ def remove_team_files(home: Path, team_id: str) -> None:
 def deleted_teams(home: Path) -> dict[str, int]:
     """Team id -> when it was deleted here (ms), from DELETED_FILE; empty if there is none."""
     try:
-        data = json.loads((home / DELETED_FILE).read_text())
+        data = parse_own((home / DELETED_FILE).read_text())
     except FileNotFoundError:
         return {}
     except ValueError as error:

@@ -19,7 +19,6 @@ import bisect
 import contextlib
 import enum
 import functools
-import json
 import os
 import shutil
 from collections.abc import Awaitable, Callable, Iterator
@@ -29,6 +28,7 @@ from typing import Final, Protocol, TypeVar
 import attrs
 import trio
 
+from harness.core.bounded_json import parse_own
 from harness.core.codec import command_from_json, command_to_json, from_json, to_json
 from harness.core.commands import (
     AddMember,
@@ -99,7 +99,7 @@ def limits_from_env() -> Limits:
     if not raw:
         return DEFAULT_LIMITS
     try:
-        data = json.loads(raw)
+        data = parse_own(raw)
     except ValueError as error:
         raise ValueError(f"{LIMITS_ENV} is not JSON: {error}") from None
     limits = from_json(data, Limits)
@@ -638,7 +638,7 @@ def _current_export(home: Path, team_id: str, directory: Path, last_seq: int) ->
         )
     out = Path(note["out"])
     try:
-        document = json.loads(out.read_text(encoding="utf-8"))
+        document = parse_own(out.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise CleanupRefused(Missing.EXPORT, f"the export {out} cannot be read ({error}): {export}") from None
     held = document.get("lastSeq") if isinstance(document, dict) else None

@@ -41,7 +41,7 @@ import nacl.exceptions
 import nacl.hash
 import nacl.public
 
-from harness.core.bounded_json import JsonRefused, parse_json
+from harness.core.bounded_json import JsonRefused, parse_json, parse_own
 from harness.io import home as homes
 from harness.io.seal import Identity, b64, fingerprint, load_identity, unb64
 from harness.io.throttled_log import ThrottledLog
@@ -115,7 +115,7 @@ def locked(home: Path) -> Iterator[Path]:
 
 def _read(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text())
+        data = parse_own(path.read_text())
     except FileNotFoundError:
         return {}
     except ValueError as error:

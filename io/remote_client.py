@@ -4,13 +4,13 @@
 # client, never the relay, sealing or the trio node.
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
+from harness.core.bounded_json import parse_own
 from harness.io import home as homes
 from harness.io.client import Client, Unreachable
 
@@ -24,7 +24,7 @@ WATCH_GET_TIMEOUT: Final = 10.0  # one look of a remote watch; a person closing 
 def gateway_socket(home: Path) -> Path:
     """The socket of the running daemon's remote gateway; Unreachable when none runs."""
     try:
-        info = json.loads((home / homes.REMOTE_DIR / GATEWAY_FILE).read_text())
+        info = parse_own((home / homes.REMOTE_DIR / GATEWAY_FILE).read_text())
     except (OSError, ValueError):
         info = None
     if (

@@ -20,7 +20,6 @@
 from __future__ import annotations
 
 import base64
-import json
 import os
 import struct
 import zlib
@@ -34,6 +33,7 @@ import nacl.exceptions
 import nacl.hash
 import nacl.public
 
+from harness.core.bounded_json import parse_own
 from harness.io.home import PRIVATE_FILE_MODE, read_or_create_secret, write_private_json
 
 SEALED: Final = 0x01  # first byte of a sealed frame; other first bytes belong to the pairing handshake
@@ -125,7 +125,7 @@ def nonce(counter: int) -> bytes:
 
 def _read_state(path: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_text())
+        data = parse_own(path.read_text())
     except FileNotFoundError:
         return None
     if not isinstance(data, dict):

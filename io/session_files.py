@@ -2,10 +2,11 @@
 # status` only reads status files and needs none of the runner's trio, so this module imports none.
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final, TypeGuard
+
+from harness.core.bounded_json import parse_own
 
 SESSIONS_DIR: Final = "sessions"
 STATUS_FILE: Final = "status.json"
@@ -29,7 +30,7 @@ def read_status(home: Path, session_id: str) -> dict[str, Any] | None:
     directory to hold one). Raises StatusUnreadable for a status file that cannot be read as a status."""
     path = session_dir(home, session_id) / STATUS_FILE
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = parse_own(path.read_text(encoding="utf-8"))
     except (FileNotFoundError, NotADirectoryError):
         return None
     except (OSError, ValueError) as error:

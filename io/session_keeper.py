@@ -6,7 +6,6 @@
 # session's journal: the reducer's inputs were durable before any of their effects, so nothing is done twice.
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import stat
@@ -18,6 +17,7 @@ import attrs
 import trio
 
 from harness.core import session as s
+from harness.core.bounded_json import parse_own
 from harness.io import home as homes
 from harness.io import session_files
 from harness.io import session_runner as runner
@@ -66,7 +66,7 @@ def read_plan(home: Path, session_id: str) -> runner.SessionPlan:
         raw = _read_regular(path, PLAN_BYTES + 1)
         if len(raw) > PLAN_BYTES:
             raise ValueError(f"larger than {PLAN_BYTES} bytes")
-        data = json.loads(raw)
+        data = parse_own(raw)
         seats = tuple(runner.Seat(str(seat["name"]), str(seat["agentId"])) for seat in data["seats"])
         limits = s.SessionLimits(**{key: int(value) for key, value in data["limits"].items()})
         if data["sessionId"] != session_id or not seats:

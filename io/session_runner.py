@@ -31,7 +31,7 @@ import attrs
 import trio
 
 from harness.core import session as s
-from harness.core.bounded_json import JsonRefused, parse_json
+from harness.core.bounded_json import JsonRefused, parse_json, parse_own
 from harness.core.errors import ErrorCode, Rejected
 from harness.core.outcome import Accepted
 from harness.core.records import ID_PATTERN
@@ -173,7 +173,7 @@ class _Saved:
 
 def _read_state(directory: Path) -> _Saved | None:
     try:
-        data = json.loads((directory / STATE_FILE).read_text(encoding="utf-8"))
+        data = parse_own((directory / STATE_FILE).read_text(encoding="utf-8"))
         return _Saved(
             int(data["applied"]),
             {str(q): (bool(a), bool(e)) for q, (a, e) in data["seen"].items()},
@@ -232,7 +232,7 @@ def _read_journal(directory: Path) -> list[s.SessionCommand]:
     commands = []
     for n, line in enumerate(lines):
         try:
-            commands.append(decode_command(json.loads(line)))
+            commands.append(decode_command(parse_own(line)))
         except (ValueError, KeyError, TypeError) as error:
             if n >= len(lines) - 1:  # the torn tail of the last append (or the empty rest after it)
                 break

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.core.bounded_json import MAX_DEPTH, JsonRefused, depth, parse_json
+from harness.core.bounded_json import MAX_DEPTH, JsonRefused, depth, parse_json, parse_own
 
 LIMIT = 256 * 1024
 
@@ -121,3 +121,13 @@ def test_a_document_of_exactly_max_bytes_parses(document: str | bytes) -> None:
     """The size bound is inclusive, in UTF-8 bytes, for text and for bytes alike."""
     assert len(document if isinstance(document, bytes) else document.encode()) == SMALL
     assert not isinstance(parse_json(document, max_bytes=SMALL), JsonRefused)
+
+
+def test_a_file_nested_past_the_parser_is_a_value_error_and_any_other_document_is_json_loads() -> None:
+    """`parse_own` reads the data directory's files: damage stays the ValueError its readers catch."""
+    with pytest.raises(ValueError, match="nested deeper than any document harness writes"):
+        parse_own("[" * 100_000)
+    with pytest.raises(ValueError):
+        parse_own(b"{not json")
+    document = '{"a": [1, 2.5, "\u00e9", null, true], "b": {"c": []}}'
+    assert parse_own(document) == json.loads(document) == parse_own(document.encode())
