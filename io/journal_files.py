@@ -26,6 +26,7 @@ from typing import Final
 
 import attrs
 
+from harness.core.bounded_json import parse_own
 from harness.core.errors import ErrorCode
 from harness.io.fileops import PRIVATE_DIR_MODE, FileOps
 
@@ -221,11 +222,9 @@ def _covered_seq(record: bytes, after_seq: int) -> int | None:
 
 def _decode_checked(record: bytes, field: str) -> tuple[int, dict[str, object]] | str:
     try:
-        obj = json.loads(record)
-    except ValueError:
-        return "checksummed record is not JSON"
-    except RecursionError:  # the store never nests this deep: the checksum vouches for bytes it did not write
-        return "checksummed record nests deeper than any the store writes"
+        obj = parse_own(record)
+    except ValueError as error:  # a record nested past the parser's recursion too: the store wrote no such
+        return f"checksummed record is not JSON ({error})"
     if not isinstance(obj, dict) or set(obj) != {"v", "seq", field, "crc"}:
         return f"record is not a {field} record"
     if obj["v"] != FORMAT_VERSION:

@@ -792,9 +792,8 @@ def _read_call(path: Path) -> dict[str, Any] | str:
         return "the call file is not readable JSON"
     data = parse_json(raw, max_bytes=CALL_BYTES)
     if isinstance(data, JsonRefused):
-        return f"the call file is {data.detail}" if data.reason == "too_large" else (
-            f"the call file is not readable JSON ({data.detail})"
-        )
+        why = data.detail if data.reason == "too_large" else f"not readable JSON ({data.detail})"
+        return f"the call file is {why}"
     if not isinstance(data, dict) or data.get("tool") not in CALL_TOOLS:
         return f"a call names one tool of: {', '.join(CALL_TOOLS)}"
     digest, text = data.get("keyDigest"), data.get("text", "")

@@ -3,6 +3,7 @@
 # no byte changed, group commit, and the read-only doctor and export.
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -28,7 +29,7 @@ from harness.io.journal_files import (
     scan_store,
     segment_name,
 )
-from tests.journal_support import FaultyOps, bodies, fill, snapshot, state
+from tests.journal_support import FaultyOps, bodies, fill, os_error, snapshot, state
 
 
 async def test_round_trip_and_reopen(tmp_path: Path) -> None:
@@ -110,7 +111,7 @@ async def test_a_sync_after_another_flush_failed_with_its_entries_is_a_failure(t
     """An enqueued entry is flushed by whichever append or sync takes its batch first. When that flush fails,
     a later `sync` finds no batch open; it must still say that the entry is not durable, or a riding report
     would be committed though it was never written (the review of this session found it returned)."""
-    store, _ = await JournalStore.open(tmp_path / "s", ops=FaultyOps(lambda name, args: _eio(name)))
+    store, _ = await JournalStore.open(tmp_path / "s", ops=FaultyOps(_fsync_fails))
     assert store.enqueue([{"n": 1}]) == [1]
     queued = store.queue([{"n": 2}])  # the same batch: its flush fails
     with pytest.raises(StoreFailed):
@@ -120,9 +121,9 @@ async def test_a_sync_after_another_flush_failed_with_its_entries_is_a_failure(t
     await store.aclose()
 
 
-def _eio(name: str) -> None:
+def _fsync_fails(name: str, args: tuple[object, ...]) -> None:
     if name == "fsync":
-        raise OSError(5, "EIO")
+        raise os_error(errno.EIO)
 
 
 async def test_checkpoint_of_everything_then_reopen(tmp_path: Path) -> None:
