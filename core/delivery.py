@@ -27,6 +27,7 @@ from __future__ import annotations
 import bisect
 import enum
 from collections.abc import Callable, Iterable, Mapping
+from typing import Final
 
 import attrs
 from immutables import Map
@@ -987,6 +988,11 @@ def _loss_refused(desk: Desk, notice: Notice, at: int, limits: Limits) -> Reject
     return None
 
 
+# The events `_each` applies to many notices at once: the table admits each from every state, so one notice's
+# state never refuses a bulk command for the others.
+BULK_EVENTS: Final = (V.READ, V.RETRIEVE, V.WITHDRAW, V.HOLD, V.RELEASE)
+
+
 def _each(
     desk: Desk,
     at: int,
@@ -1005,8 +1011,7 @@ def _each(
         if notice is None:
             continue
         moved = txn.move(notice, event, reason)
-        if isinstance(moved, Rejected):
-            return moved
+        assert isinstance(moved, Notice)  # the table rejects none of these events (BULK_EVENTS)
         results.append(moved)
     return txn.commit(tuple(results), held_teams=held_teams)
 

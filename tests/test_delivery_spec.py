@@ -30,6 +30,13 @@ def test_transition_table_equals_code() -> None:
     assert len(spec) == len(d.DeliveryState) * len(d.DeliveryEvent), "the table must be total"
 
 
+def test_the_bulk_events_are_admitted_from_every_state() -> None:
+    """spec/delivery-v1.md: "The columns read, retrieve, withdraw, hold and release hold no error code"."""
+    for (state, event), target in d.DELIVERY_TRANSITIONS.items():
+        if event in d.BULK_EVENTS:
+            assert isinstance(target, d.DeliveryState), (state, event, target)
+
+
 def test_event_reasons_equal_code() -> None:
     rows = read_table(SPEC, "event-reasons")
     spec = {

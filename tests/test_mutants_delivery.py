@@ -11,9 +11,10 @@ from harness.core import delivery as d
 from harness.core.delivery import WriteResult
 from harness.core.errors import ErrorCode
 from harness.core.limits import DEFAULT_LIMITS
+from harness.core.outcome import Accepted
 from harness.core.records import NoticeKind
 from tests.team_helpers import TEAM, Driver
-from tests.test_delivery_examples import Desk
+from tests.test_delivery_examples import MACHINE, Desk, O
 
 SPEC = Path(__file__).resolve().parent.parent / "spec" / "delivery-v1.md"
 
@@ -185,3 +186,206 @@ def test_a_tick_expires_exactly_the_notices_due_by_then() -> None:
     assert (desk.state(first), desk.state(second)) == (d.DeliveryState.QUEUED, d.DeliveryState.QUEUED)
     desk.ok(d.Tick(due))
     assert (desk.state(first), desk.state(second)) == (d.DeliveryState.EXPIRED, d.DeliveryState.QUEUED)
+
+
+# --- found by a full mutation run of core/delivery.py (680 mutants, 56 survived) ----------------------------
+
+
+def _state_reasons(state: str) -> set[d.Reason]:
+    """The reasons spec/delivery-v1.md's state table lists for `state` (its backquoted words)."""
+    row = next(
+        line for line in SPEC.read_text(encoding="utf-8").splitlines() if line.startswith(f"| {state} |")
+    )
+    return {d.Reason(word) for word in re.findall(r"`([a-z_]+)`", row.split("|")[2])}
+
+
+def test_the_reasons_of_a_waiting_and_a_withdrawn_notice_are_the_spec_words() -> None:
+    """The owner's `status` shows a notice's reason as the spec's word: queued waits as the observation's
+    reason, `pressure` (behind another notice) or `unobserved`; a withdrawal says why in the spec's words."""
+    assert _state_reasons("queued") == {
+        *d.OBSERVATION_REASON.values(),
+        d.Reason.PRESSURE,
+        d.Reason.UNOBSERVED,
+    }
+    assert {reason.value for reason in _state_reasons("withdrawn")} == {
+        "cancelled", "answered", "expired", "removed", "archived", "inbox", "retrieved"
+    }  # fmt: skip
+
+
+def test_an_excerpt_keeps_a_text_that_fits_exactly_and_never_splits_a_character() -> None:
+    """spec/delivery-v1.md: `excerpt_notice` gives "the longest prefix that fits with a pointer"; the result
+    always fits the limit and never splits a character, in the text or in the pointer."""
+    assert d.excerpt_notice("é" * 10, "p", 20) == "é" * 10  # 20 bytes: fits exactly
+    mark = d.EXCERPT_MARK.format(pointer="p")
+    cut = d.excerpt_notice("a" + "é" * 100, "p", 60)  # the cut falls inside an é: it is dropped whole
+    assert cut == "a" + "é" * ((60 - len(mark.encode()) - 1) // 2) + mark
+    assert len(cut.encode()) <= 60
+    tiny = d.excerpt_notice("x" * 100, "é" * 20, 29)  # even the mark does not fit, and its cut splits an é
+    assert tiny == "\n[... excerpt; full text: é" and len(tiny.encode()) <= 29
+
+
+def test_the_queue_bound_counts_queued_held_and_writing_notices() -> None:
+    """spec/delivery-v1.md: "`queued_per_agent` counts a session's queued, held and writing notices"."""
+    session = d.Session("a1", queue=("q",), held=("h1", "h2"), writing="w")
+    assert d.unsent_count(session) == 4
+    assert d.unsent_count(attrs.evolve(session, writing=None)) == 3
+
+
+def test_an_idle_look_exactly_observation_fresh_ms_old_still_makes_the_head_ready() -> None:
+    """spec/delivery-v1.md: an idle counts "only when fresh: seen at most `observation_fresh_ms` before the
+    command's `at`"; a millisecond more and the head waits as `unobserved`."""
+    for extra, reason in ((0, d.Reason.READY), (1, d.Reason.UNOBSERVED)):
+        desk = Desk()
+        looked = desk.at(desk.limits.write_settle_ms)
+        first = desk.submit(1)
+        desk.ok(d.Observe(looked + 1, "a1", d.Observed.IDLE))
+        desk.now = looked + 1 + desk.limits.observation_fresh_ms + extra - 100  # submit() steps 100 ms on
+        second = desk.submit(2)
+        assert desk.reason(first) is reason, extra
+        assert desk.reason(second) is d.Reason.PRESSURE
+
+
+def test_a_write_is_offered_when_the_head_becomes_ready_and_on_each_fresh_idle_look_only() -> None:
+    """spec/delivery-v1.md: "When the head becomes `ready`, and on every fresh idle observation while it
+    stays so, the desk offers `WriteDue`": a notice submitted to a freshly idle session is offered at once
+    (and the submit's result is the notice as the desk keeps it, ready); a notice queued behind it offers
+    nothing again; another idle look does; a busy one does not."""
+    desk = Desk()
+    desk.write(desk.submit(1))
+    desk.at(desk.limits.write_settle_ms)
+    desk.observe(O.IDLE)
+    first = "t1/q2/question"
+    submitted = desk.ok(
+        d.Submit(desk.at(), "t1", first, NoticeKind.QUESTION, "q2", "mem-a1", MACHINE, "a1",
+                 desk.now + 60_000, "notice 2")
+    )  # fmt: skip
+    assert submitted.result == desk.desk.notices[first] and desk.reason(first) is d.Reason.READY
+    assert [e for e in submitted.effects if isinstance(e, d.WriteDue)] == [d.WriteDue("a1", first)]
+    desk.submit(3)
+    assert not [e for e in desk.effects if isinstance(e, d.WriteDue)]
+    assert [e for e in desk.observe(O.IDLE) if isinstance(e, d.WriteDue)] == [d.WriteDue("a1", first)]
+    assert not [e for e in desk.observe(O.BUSY) if isinstance(e, d.WriteDue)]
+
+
+def test_a_turn_after_a_delivered_write_reports_accepted() -> None:
+    """The owner learns every state change of a notice (`DeliveryChanged`), also one whose reason stays
+    the same: delivered -> accepted on the matching turn."""
+    desk = Desk()
+    n = desk.submit(1)
+    desk.write(n)
+    at = desk.at()
+    desk.ok(d.TurnObserved(at, n))
+    changed = [e for e in desk.effects if isinstance(e, d.DeliveryChanged)]
+    assert changed == [d.DeliveryChanged("t1", n, d.DeliveryState.ACCEPTED, None, at)]
+
+
+def test_notices_are_numbered_from_one_in_submission_order() -> None:
+    """D11's submission counter: the first notice of a desk is 1, each next one the next number."""
+    desk = Desk()
+    ids = [desk.submit(n) for n in range(1, 4)]
+    assert [desk.desk.notices[i].seq for i in ids] == [1, 2, 3] and desk.desk.next_seq == 4
+
+
+def test_a_desk_whose_clock_starts_at_zero_takes_a_look_at_zero() -> None:
+    """A host embedding the reducer may start its clock at 0: a first look at 0 is neither stale nor
+    before the session's settling, and makes the head ready."""
+    desk = Desk(now=0)
+    n = desk.ok(
+        d.Submit(0, "t1", "t1/q1/question", NoticeKind.QUESTION, "q1", "mem-a1", MACHINE, "a1", 60_000, "hi")
+    ).result
+    assert isinstance(n, d.Notice)
+    seen = desk.ok(d.Observe(0, "a1", d.Observed.IDLE))
+    assert desk.reason(n.id) is d.Reason.READY and d.WriteDue("a1", n.id) in seen.effects
+
+
+def test_reports_and_looks_at_the_restart_instant_are_not_from_before_it() -> None:
+    """spec/delivery-v1.md: stale reports are those "with `at` before the restart"; a restart at the same
+    instant as the last one is not before it either. A look at the restart instant counts, and a write's end
+    reported at that instant settles the write the restart made unconfirmed."""
+    desk = Desk()
+    n, later = desk.submit(1), desk.submit(2)
+    desk.observe(O.IDLE)
+    assert isinstance(desk.start(n), Accepted)
+    restart = desk.at()
+    desk.ok(d.Restart(restart))
+    session = desk.desk.sessions["a1"]
+    assert (session.observed, session.observed_at) == (None, restart) and session.idle_after >= restart
+    assert desk.state(n) is d.DeliveryState.UNCONFIRMED
+    desk.ok(d.Restart(restart))
+    desk.ok(d.WriteFinished(restart, n, d.WriteResult.OK))
+    assert desk.state(n) is d.DeliveryState.DELIVERED
+    desk.ok(d.Observe(restart, "a1", d.Observed.BUSY))
+    assert desk.desk.sessions["a1"].observed is d.Observed.BUSY and desk.reason(later) is d.Reason.BUSY
+
+
+def test_a_start_of_a_notice_behind_the_head_names_the_head() -> None:
+    desk = Desk()
+    head, behind = desk.submit(1), desk.submit(2)
+    desk.observe(O.IDLE)
+    refused = desk.fails(d.WriteStarted(desk.at(), behind, O.IDLE, desk.now - 1), ErrorCode.CONFLICT)
+    assert refused.detail == f"notice {head!r} is next for agent 'a1'"
+
+
+def test_the_write_boundary_checks_admit_their_exact_limits() -> None:
+    """spec/delivery-v1.md's boundary check: "`seenAt <= at` and `at - seenAt <= observation_fresh_ms`";
+    `seenAt` "no older than the desk's latest observation of the session, and not before `idleAfter`";
+    "`at < expiresAt`". Each limit is admitted exactly at it and refused a millisecond past it, on a clock of
+    real epoch milliseconds; the write's look becomes the session's latest, idle, even over a busy one."""
+    fresh = DEFAULT_LIMITS.observation_fresh_ms
+    epoch = 1_764_000_000_000
+
+    def ready(expires_in: int = 60_000) -> tuple[Desk, str, int]:
+        desk = Desk(now=epoch)
+        n = desk.submit(1, expires_at=desk.now + expires_in)
+        desk.observe(O.BUSY)
+        return desk, n, desk.now
+
+    desk, n, busy_at = ready()
+    desk.ok(d.WriteStarted(busy_at, n, O.IDLE, busy_at))  # seen at the start, at the busy look's instant
+    assert desk.desk.sessions["a1"].observed is O.IDLE
+    desk, n, busy_at = ready()
+    desk.ok(d.WriteStarted(busy_at + fresh, n, O.IDLE, busy_at))
+    desk, n, busy_at = ready()
+    desk.fails(d.WriteStarted(busy_at + fresh + 1, n, O.IDLE, busy_at), ErrorCode.CONFLICT)
+    desk, n, busy_at = ready()
+    desk.fails(d.WriteStarted(busy_at, n, O.IDLE, busy_at + 1), ErrorCode.BAD_REQUEST)
+    desk, n, _ = ready(expires_in=1_000)
+    expires_at = desk.desk.notices[n].expires_at
+    desk.fails(d.WriteStarted(expires_at, n, O.IDLE, expires_at - 1), ErrorCode.EXPIRED)
+    desk, n, _ = ready(expires_in=1_000)
+    desk.ok(d.WriteStarted(expires_at - 1, n, O.IDLE, expires_at - 2))
+    # Exactly at idleAfter: the settling of the last write ends there.
+    desk = Desk(now=epoch)
+    first, second = desk.submit(1), desk.submit(2)
+    desk.write(first)
+    settled = desk.desk.sessions["a1"].idle_after
+    desk.ok(d.Observe(settled, "a1", O.IDLE))
+    desk.ok(d.WriteStarted(settled, second, O.IDLE, settled))
+
+
+def test_releasing_one_paused_team_leaves_another_paused_teams_notices_held() -> None:
+    """D7: while a team is held none of its notices is queued; a release is of its own team only."""
+    desk = Desk()
+    mine, theirs = desk.submit(1, team="t1"), desk.submit(2, team="t2")
+    desk.ok(d.Hold(desk.at(), "t1"))
+    desk.ok(d.Hold(desk.at(), "t2"))
+    desk.ok(d.Release(desk.at(), "t1"))
+    assert (desk.state(mine), desk.state(theirs)) == (d.DeliveryState.QUEUED, d.DeliveryState.HELD)
+
+
+def test_a_tick_over_a_session_with_nothing_due_changes_nothing() -> None:
+    """A session whose notices are all written has no timer; a tick passes it by (`step` never raises)."""
+    desk = Desk()
+    n = desk.submit(1)
+    desk.write(n)
+    desk.ok(d.TurnObserved(desk.at(), n))
+    assert desk.desk.sessions["a1"].timers == ()
+    ticked = desk.ok(d.Tick(desk.at()))
+    assert not ticked.changed and ticked.state is desk.desk
+
+
+def test_an_inbox_read_answers_with_the_notices_it_read() -> None:
+    desk = Desk()
+    n = desk.submit(1)
+    read = desk.ok(d.InboxRead(desk.at(), (n, "t1/q9/question")))
+    assert read.result == (desk.desk.notices[n],) and desk.state(n) is d.DeliveryState.WITHDRAWN
