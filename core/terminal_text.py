@@ -3,7 +3,8 @@
 # commands (OSC 52 writes the clipboard, OSC 0 the title). This is the one function through which any ledger
 # text reaches a terminal or a viewer: what it returns holds only characters a terminal prints as themselves,
 # plus the line breaks (and tabs) the caller admits, and every character it removed is shown visibly in its
-# place, so a reader still sees that it was there. Pure and total: any `str` in, a safe `str` out.
+# place, so a reader still sees that it was there (an invisible character too). Pure and total: any `str`
+# in, a safe `str` out.
 from __future__ import annotations
 
 from typing import Final
@@ -13,6 +14,18 @@ ESCAPE_SIGN: Final = "\u241b"  # ␛, SYMBOL FOR ESCAPE: the byte that starts ev
 # Characters that print but reorder or hide what follows (bidirectional overrides, embeddings and isolates,
 # the marks): a reader must see that they are there, so they are shown as their code point.
 BIDI_CONTROLS: Final = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+# Characters that print as nothing at all: Unicode's default-ignorable code points that are not format
+# characters (variation selectors, the combining grapheme joiner, the Mongolian variation selectors, the
+# Hangul fillers, the Khmer inherent vowels) and the blank braille pattern. A payload spelled in them, one
+# per byte after a harmless word ("emoji smuggling"), reaches an agent that reads it while a human sees the
+# word only; so they too are shown as their code point.
+INVISIBLE: Final = frozenset(
+    "\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180f\u2800\u3164\uffa0"
+    + "".join(map(chr, range(0xFE00, 0xFE10)))
+    + "".join(map(chr, range(0xE0100, 0xE01F0)))
+)
+SHOWN_AS_CODE_POINTS: Final = BIDI_CONTROLS | INVISIBLE  # printable by isprintable(), removed all the same
 
 
 def _visible(char: str) -> str:
@@ -35,7 +48,7 @@ def _admitted(char: str, line_breaks: bool, tabs: bool) -> bool:
         return tabs
     # isprintable() is False exactly for the categories a terminal does not print as themselves: Cc, Cf,
     # Cs, Co, Cn, Zl, Zp and every space but U+0020.
-    return char.isprintable() and char not in BIDI_CONTROLS
+    return char.isprintable() and char not in SHOWN_AS_CODE_POINTS
 
 
 def terminal_safe(text: str, *, line_breaks: bool = True, tabs: bool = False) -> str:
@@ -43,7 +56,7 @@ def terminal_safe(text: str, *, line_breaks: bool = True, tabs: bool = False) ->
 
     Idempotent, and the identity on text that is already safe (what a desk expects on screen is what it
     pasted)."""
-    if text.isprintable() and not BIDI_CONTROLS.intersection(text):
+    if text.isprintable() and SHOWN_AS_CODE_POINTS.isdisjoint(text):
         return text  # the common case, at C speed
     if "\r\n" in text and line_breaks:
         text = text.replace("\r\n", "\n")
@@ -82,6 +95,8 @@ def one_line(text: str, limit: int) -> str:
 
 __all__ = [
     "BIDI_CONTROLS",
+    "INVISIBLE",
+    "SHOWN_AS_CODE_POINTS",
     "ESCAPE_SIGN",
     "LINE_JOIN",
     "LINE_SIGN",

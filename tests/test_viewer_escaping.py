@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import trio
 
-from harness.core.terminal_text import BIDI_CONTROLS, terminal_safe
+from harness.core.terminal_text import SHOWN_AS_CODE_POINTS, terminal_safe
 from harness.io import home as homes
 from harness.io.tmux import ProcessRunner, new_session
 from tests.test_tmux import server  # noqa: F401  (the fixture: a private tmux server per test)
@@ -71,7 +71,7 @@ def inert(text: str, *, tabs: bool = False) -> list[str]:
         {
             c
             for c in text
-            if c != "\n" and not (tabs and c == "\t") and (not c.isprintable() or c in BIDI_CONTROLS)
+            if c != "\n" and not (tabs and c == "\t") and (not c.isprintable() or c in SHOWN_AS_CODE_POINTS)
         }
     )
 

@@ -20,7 +20,7 @@ from rich.text import Text
 from textual.widgets import DataTable, Static
 
 from harness.cli.watch import BoardSnapshot, Link, Observed, Snapshot, WatchApp
-from harness.core.terminal_text import BIDI_CONTROLS
+from harness.core.terminal_text import SHOWN_AS_CODE_POINTS
 from harness.io import home as homes
 from harness.io.client import Client
 from harness.io.daemon import Daemon
@@ -337,7 +337,7 @@ def test_finding_6_every_field_of_a_snapshot_is_shown_escaped_never_as_markup(tm
         await until(lambda: "answer" in plain(app, "#detail-text") and app.link == "gone", pilot)
         await pilot.pause()
         screen = screen_text(app)
-        unprintable = {c for c in screen if c != "\n" and (not c.isprintable() or c in BIDI_CONTROLS)}
+        unprintable = {c for c in screen if c != "\n" and (not c.isprintable() or c in SHOWN_AS_CODE_POINTS)}
         assert unprintable == set(), screen
         words = ("team", "tstate", "link", "ann", "mstate", "seen", "role", "intro", "agent", "machine")
         words += ("qstate", "why", "question", "context", "answer", "ref")
@@ -460,7 +460,7 @@ def test_every_field_of_the_board_is_shown_escaped_never_as_markup(tmp_path: Pat
         await until(lambda: app.board is not None, pilot)
         await pilot.pause()
         screen = screen_text(app)
-        unprintable = {c for c in screen if c != "\n" and (not c.isprintable() or c in BIDI_CONTROLS)}
+        unprintable = {c for c in screen if c != "\n" and (not c.isprintable() or c in SHOWN_AS_CODE_POINTS)}
         assert unprintable == set(), screen
         for word in ("taskid", "title", "tstate", "role", "claimant", "dep"):
             assert f"{word}␛]2;pwned␛\\\\u009b\\u202e^@[b]{word}[/b]" in screen, (word, screen)

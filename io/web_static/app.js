@@ -51,6 +51,8 @@ const $ = (selector) => document.querySelector(selector);
 // character, bidi control and invisible separator is replaced by a visible sign (␛, ^C, \u202e), so a reader
 // sees that it was there. tests/test_viewer_escaping.py keeps the two equal over every code point.
 const BIDI_CONTROLS = new Set("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069");
+// Printable to Unicode, yet nothing on screen: variation selectors, fillers, the grapheme joiner, blank braille.
+const INVISIBLE = /^[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180d\u180f\u2800\u3164\uffa0\ufe00-\ufe0f\u{e0100}-\u{e01ef}]$/u;
 const NOT_PRINTED = /^[\p{C}\p{Z}]$/u; // Other (control, format, surrogate, private, unassigned), Separator
 
 function visible(char) {
@@ -63,7 +65,7 @@ function visible(char) {
 
 export function shown(value) {
   const text = String(value).replaceAll("\r\n", "\n");
-  const kept = (char) => char === "\n" || char === "\t" || char === " " || !(NOT_PRINTED.test(char) || BIDI_CONTROLS.has(char));
+  const kept = (char) => char === "\n" || char === "\t" || char === " " || !(NOT_PRINTED.test(char) || BIDI_CONTROLS.has(char) || INVISIBLE.test(char));
   return Array.from(text, (char) => (kept(char) ? char : visible(char))).join("");
 }
 
