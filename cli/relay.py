@@ -17,12 +17,12 @@ import typer
 
 from harness.cli import output
 from harness.io.relay import HOST, Relay, RelayLimits
+from harness.io.stderr_log import stderr_log
 
 relay_app = typer.Typer(help="The relay between paired machines.", no_args_is_help=True)
 
 
-def say(line: str) -> None:
-    print(f"harness relay: {line}", file=sys.stderr, flush=True)
+say = stderr_log("harness relay")
 
 
 class Recorder:
@@ -33,7 +33,7 @@ class Recorder:
 
     def __call__(self, direction: str, message: str) -> None:
         line = {"at": round(time.time() * 1000), "direction": direction, "message": message}
-        self.out.write(json.dumps(line, ensure_ascii=False) + "\n")
+        self.out.write(json.dumps(line) + "\n")  # ASCII: a stranger's C1 or bidi bytes stay escaped
         self.out.flush()
 
 

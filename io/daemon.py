@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-import sys
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -50,6 +49,7 @@ from harness.io.redaction_env import from_environment
 from harness.io.remote import RemoteNode, TeamAnswer, attach_remote
 from harness.io.rpc import HARD_FRAME_BYTES, PROTOCOL, PROTOCOL_REVISION, Request
 from harness.io.session_keeper import SessionKeeper
+from harness.io.stderr_log import stderr_log
 from harness.io.team_access import Handler, TeamAccess
 from harness.io.team_actions import TeamActions
 from harness.io.team_delivery import DeliveryReport
@@ -114,7 +114,7 @@ class Daemon:
         self.router: DeliveryRouter | None = None  # from the ledger to the desks, made in `run`
         self.channels: ChannelKeeper | None = None  # tab channels (spec/channels-v1.md), built in `run`
         self.sessions: SessionKeeper | None = None  # hosted sessions (spec/session-v1.md), built in `run`
-        self._log = log or (lambda line: print(f"harness daemon: {line}", file=sys.stderr, flush=True))
+        self._log = log or stderr_log("harness daemon")
         self.rpc = Listener(
             "rpc", listener_limits or ListenerLimits(), self._log, peer_ok=lambda s: same_user(s.socket)
         )

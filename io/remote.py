@@ -37,7 +37,6 @@ import os
 import random
 import re
 import secrets
-import sys
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
@@ -51,6 +50,7 @@ from immutables import Map
 from trio_websocket import ConnectionClosed, WebSocketConnection
 
 from harness.core import delivery as d
+from harness.core.bounded_json import JsonRefused, parse_json
 from harness.core.codec import desk_command_from_json, desk_command_to_json, from_json, to_json
 from harness.core.errors import ErrorCode, Rejected
 from harness.core.limits import DEFAULT_LIMITS, Limits
@@ -87,6 +87,7 @@ from harness.io.seal import (
     SealError,
     SendSession,
 )
+from harness.io.stderr_log import stderr_log
 from harness.io.team_delivery import (
     DeliveryReport,
     OwnerRequest,
@@ -155,6 +156,18 @@ class RemoteRefused(Exception):
         super().__init__(f"{code}: {detail}")
         self.code = code
         self.detail = detail
+
+
+REFUSAL_DETAIL_CHARS: Final = 500
+
+
+def _refusal(response: dict[str, Any]) -> RemoteRefused:
+    """The peer's error answer, as far as this machine takes its word: a code becomes a notice's delivery
+    reason in the ledger, so one that is not a short code is `malformed`; the detail is only shown, cut."""
+    code = response["error"]
+    if not (isinstance(code, str) and REASON.fullmatch(code)):
+        code = "malformed"
+    return RemoteRefused(code, str(response.get("detail", ""))[:REFUSAL_DETAIL_CHARS])
 
 
 @attrs.define(eq=False)
@@ -273,7 +286,7 @@ class RemoteNode:
         self.limits: Limits = DEFAULT_LIMITS  # the bounds of a paired owner's notices rendered here
         self._seal_block = seal_block
         self._rekey_at = rekey_at
-        self._log = log or (lambda line: print(f"harness remote: {line}", file=sys.stderr, flush=True))
+        self._log = log or stderr_log("harness remote")
         self._pairing = pairing.Responder(home, self.identity, log=self._log, stats=self.stats)
         self._token = homes.owner_token(home)
         self._handle_team: TeamHandler | None = None
@@ -517,12 +530,15 @@ class RemoteNode:
             await client.send(frame.sender, UNPAIRED_BLOB)
             return
         try:
-            message = json.loads(self._receiver(peer).open(frame.blob))
+            opened = self._receiver(peer).open(frame.blob)
         except SealError as error:
             self._refused(peer, error.reason, str(error))
             return
-        except (ValueError, RecursionError):
-            self._refused(peer, "malformed", "the opened frame is not JSON")
+        # Bounded like every listener's input: no depth that ends the parser, no lone surrogate that the
+        # journal could not write when a field of it lands in a record.
+        message = parse_json(opened, max_bytes=RelayLimits().blob_bytes)
+        if isinstance(message, JsonRefused):
+            self._refused(peer, "malformed", f"the opened frame is refused: {message.detail}")
             return
         self._last_refusal = None
         if not isinstance(message, dict):
@@ -587,7 +603,7 @@ class RemoteNode:
             del self._waiting[rid]
         if waiter.response is not None:
             if "error" in waiter.response:
-                raise RemoteRefused(str(waiter.response["error"]), str(waiter.response.get("detail", "")))
+                raise _refusal(waiter.response)
             return waiter.response
         if waiter.failure is None or waiter.failure == UNCERTAIN:
             raise RemoteUncertain(f"no answer from machine {peer.machine_id}; retry with the same id")

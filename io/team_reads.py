@@ -176,6 +176,9 @@ class TeamReads:
             return {**checked, "asked": False, "error": error.code, "detail": error.detail}
         except RemoteUncertain as error:
             return {**checked, "asked": False, "error": "uncertain", "detail": str(error)}
+        # The machine answers for the one notice asked about: a report of anything else (another team's
+        # notice) is not its to make here, and is dropped.
+        reports = [r for r in reports if (r.team_id, r.notice_id) == (team.id, notice)]
         for report in reports:
             await self.ledger.report(report)
         held = next(iter(reports), None)
