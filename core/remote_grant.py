@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import Final
 
 import attrs
 from immutables import Map
@@ -17,12 +18,15 @@ from immutables import Map
 from . import delivery as d
 from .effects import parse_notice_id
 from .errors import ErrorCode, Rejected
-from .limits import Limits
+from .limits import DEFAULT_LIMITS, Limits
 from .outcome import reject
 from .records import ID_PATTERN, MembershipState, NoticeKind, Team
 from .system import NoticeContent, Prefix, content_problem, render_content
 
 E = ErrorCode
+# A paired machine's ids are the ledger's (at most `id_chars`), and it owns at most `teams` teams anywhere.
+WIRE_ID_CHARS: Final = DEFAULT_LIMITS.id_chars
+TEAMS_PER_OWNER: Final = DEFAULT_LIMITS.teams
 
 
 @attrs.frozen
@@ -70,6 +74,9 @@ def admit(
     `here` is this machine's id, `owned_here` the teams this machine owns itself (never steered from
     elsewhere). An introduction may name an agent not registered here yet: its notices wait `offline` on the
     desk, as a local member's do; registering an agent gives no peer a door that introducing it did not."""
+    problem = _id_problem(command)
+    if problem is not None:
+        return reject(E.BAD_REQUEST, problem)
     teams = request_teams(command)
     mine = [team for team in teams if team in owned_here]
     if mine:
@@ -78,7 +85,8 @@ def admit(
         return _admit_submit(grants, here, sender, command)
     if isinstance(command, d.Hold) and grants.owner(command.team_id) is None:
         # A paused team's first request here is its hold, before any notice; it binds the team's owner.
-        return attrs.evolve(grants, owners=grants.owners.set(command.team_id, sender))
+        refused = _bind(grants, command.team_id, sender)
+        return refused or attrs.evolve(grants, owners=grants.owners.set(command.team_id, sender))
     foreign = [team for team in teams if grants.owner(team) != sender]
     if foreign:
         return reject(E.NOT_FOUND, f"machine {sender} sent no notices of team {foreign[0]} here")
@@ -87,6 +95,38 @@ def admit(
     if isinstance(command, d.WithdrawTeam) and command.team_id in grants.members:
         return attrs.evolve(grants, members=grants.members.delete(command.team_id))
     return grants
+
+
+def _id_problem(command: GrantedRequest | Consumption) -> str | None:
+    """Why a request's ids are not ids as a ledger makes them, or None. They name files here (a member's key
+    file lives at `keys/TEAM/MEMBERSHIP.key`) and entries of the kept grant, so `..`, a slash or a megabyte
+    is refused before anything is done with them."""
+    named: list[tuple[str, str]] = []
+    if not isinstance(command, d.Withdraw | Consumption):
+        named.append(("team", command.team_id))
+    if isinstance(command, d.Submit | d.WithdrawMember):
+        named.append(("membership", command.membership_id))
+    for kind, value in named:
+        if len(value) > WIRE_ID_CHARS or not ID_PATTERN.fullmatch(value):
+            return f"the {kind} id {value[:40]!r} is not an id"
+    notices = command.notice_ids if isinstance(command, d.InboxRead) else ()
+    if isinstance(command, d.Submit | d.Withdraw | d.AnswerRetrieved):
+        notices = (command.notice_id,)
+    for notice in notices:
+        parsed = parse_notice_id(notice)
+        if parsed is None or not all(len(p) <= WIRE_ID_CHARS and ID_PATTERN.fullmatch(p) for p in parsed[:2]):
+            return f"the notice id {notice[:40]!r} is not a notice id"
+    return None
+
+
+def _bind(grants: Grants, team_id: str, sender: str) -> Rejected | None:
+    """Why `sender` may not become the owner here of one more team (`team_id`), or None."""
+    owned = sum(1 for owner in grants.owners.values() if owner == sender)
+    if owned >= TEAMS_PER_OWNER:
+        return reject(
+            E.BOUND_EXCEEDED, f"machine {sender} already owns {TEAMS_PER_OWNER} teams here", "teams"
+        )
+    return None
 
 
 def _forget(grants: Grants, team_id: str, membership_id: str) -> Grants:
@@ -103,6 +143,8 @@ def _admit_submit(grants: Grants, here: str, sender: str, command: d.Submit) -> 
     owner = grants.owner(command.team_id)
     if owner is not None and owner != sender:
         return reject(E.CONFLICT, f"team {command.team_id}'s notices come from machine {owner}, not {sender}")
+    if owner is None and (refused := _bind(grants, command.team_id, sender)) is not None:
+        return refused
     owners = grants.owners.set(command.team_id, sender)
     held = grants.members.get(command.team_id, Map())
     if command.kind is NoticeKind.INTRODUCTION:

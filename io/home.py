@@ -182,8 +182,15 @@ def lock_home(home: Path) -> int:
 
 def member_key_path(home: Path, team_id: str, member_id: str) -> Path:
     """Where a member's key is kept for its introduction to name (ids are letters, digits and `._:-`, and
-    start with a letter or digit, so they are safe file names)."""
+    start with a letter or digit, so they are safe file names). Defence in depth for ids from elsewhere: one
+    that is not a plain file name (a slash, `..`) is a ValueError, never a path."""
+    if not (_file_name(team_id) and _file_name(member_id)):
+        raise ValueError(f"no member key file for team {team_id[:40]!r}, member {member_id[:40]!r}: not ids")
     return home / KEYS_DIR / team_id / f"{member_id}{KEY_SUFFIX}"
+
+
+def _file_name(value: str) -> bool:
+    return bool(value) and value not in (".", "..") and "/" not in value and "\0" not in value
 
 
 def _private_dir(path: Path) -> None:

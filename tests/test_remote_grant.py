@@ -249,3 +249,50 @@ def test_an_introduction_cannot_name_a_key_file_outside_its_team() -> None:
         command = attrs.evolve(submit(NoticeKind.INTRODUCTION), membership_id=membership)
         refused = rendered_here(command, intro, DEFAULT_LIMITS, here_prefix)
         assert isinstance(refused, Rejected) and refused.code is ErrorCode.BAD_REQUEST
+
+
+HOSTILE_IDS = [
+    (".", "t1/mem1"),
+    ("../../victim", "server"),
+    ("/etc", "passwd"),
+    ("t" * 200_000, "m"),
+    ("t1", "../x"),
+]
+
+
+@pytest.mark.parametrize(("team", "member"), HOSTILE_IDS, ids=["dot", "upward", "absolute", "huge", "member"])
+def test_ids_that_would_name_a_path_or_fill_the_grant_are_refused(team: str, member: str) -> None:
+    """A team or membership id names a key file here and a grant entry: an adversarial review deleted a
+    member's key file (and one outside the data directory) with a hold of team `.` and a withdraw_member of
+    `LOCALTEAM/member`. Every id of a request is an id as the ledger makes them, else `bad_request`."""
+    grants = introduced()
+    for command in (
+        d.Hold(1, team),
+        d.Release(1, team),
+        d.WithdrawTeam(1, team, d.Reason.ARCHIVED),
+        d.WithdrawMember(1, team, member, d.Reason.REMOVED),
+        d.Withdraw(1, f"{team}/{member}/question", d.Reason.CANCELLED),
+        d.InboxRead(1, (f"{team}/{member}/question",)),
+    ):
+        if team != "t1" or isinstance(command, d.WithdrawMember | d.Withdraw | d.InboxRead):
+            refused = run(grants, command)
+            assert isinstance(refused, Rejected) and refused.code is ErrorCode.BAD_REQUEST, command
+
+
+def test_a_machine_owns_at_most_as_many_teams_here_as_a_ledger_retains() -> None:
+    """Holds bind teams before any notice: without a bound, one machine's holds grew routes.json (rewritten
+    and fsynced whole at each) and the desk's held teams without end."""
+    grants: Grants | Rejected = EMPTY_GRANTS
+    for n in range(DEFAULT_LIMITS.teams):
+        assert isinstance(grants, Grants)
+        grants = run(grants, d.Hold(1, f"team{n}"))
+    assert isinstance(grants, Grants)
+    refused = run(grants, d.Hold(1, "one-more"))
+    assert isinstance(refused, Rejected) and (refused.code, refused.bound) == (
+        ErrorCode.BOUND_EXCEEDED,
+        "teams",
+    )
+    refused = run(grants, submit(NoticeKind.INTRODUCTION, team="one-more"))
+    assert isinstance(refused, Rejected) and refused.code is ErrorCode.BOUND_EXCEEDED
+    assert isinstance(run(grants, d.Hold(1, "team0")), Grants)  # a team it owns already is no new one
+    assert isinstance(run(grants, d.Hold(1, "one-more"), sender=OTHER), Grants)  # the bound is per machine

@@ -6,6 +6,7 @@
 # another team. Real daemons, a real relay on loopback, and machine B's harness replaced by the attacker.
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from harness.core.terminal_text import is_terminal_safe
 from harness.io import pairing
 from harness.io.daemon import Daemon
 from harness.io.relay import Relay
-from harness.io.remote import RemoteNode
+from harness.io.remote import RemoteNode, RemoteRefused
 from harness.io.stderr_log import stderr_log
 from tests.test_relay_daemons import (
     BODY,
@@ -131,3 +132,55 @@ def test_every_log_line_reaches_stderr_terminal_safe(
         log(hostile)
         printed = capsys.readouterr().err
         assert is_terminal_safe(printed) and "OWNED" in printed and "\x1b" not in printed
+
+
+LOCAL_TEAM = "localteam000000000000000000000001"
+
+
+async def test_a_paired_machine_cannot_name_a_path_or_a_megabyte_for_a_team_or_a_membership(
+    tmp_path: Path,
+) -> None:
+    """A team or membership id from a paired machine names a file here (`keys/TEAM/MEMBERSHIP.key`) and an
+    entry of the kept grant. An adversarial review bound the team `.` with a hold, then withdrew the member
+    `LOCALTEAM/alice`: this machine deleted its own member's key file, and with `../../victim` a key file
+    outside its data directory; 200 KB team ids grew routes.json without end. Each is now refused as
+    `bad_request` before anything is done, and nothing changes."""
+    async with two_daemons(tmp_path) as world:
+        hostile, victim = world.a, world.b
+        assert hostile.node is not None and victim.node is not None
+        alice_member = [{"machineId": victim.machine_id, "agentId": "agent-alice", "name": "alice"}]
+        await trio.to_thread.run_sync(
+            lambda: request(victim, "create", id=LOCAL_TEAM, name="mine", members=alice_member)
+        )
+        alice = await trio.to_thread.run_sync(
+            lambda: request(victim, "key", team=LOCAL_TEAM, memberId="alice")
+        )
+        alice_file = Path(alice["keyFile"])
+        outside = tmp_path / "victim" / "server.key"
+        outside.parent.mkdir()
+        outside.write_text("-----BEGIN PRIVATE KEY-----\n")
+        routes = victim.home / "routes.json"
+        routes_before = routes.read_bytes() if routes.exists() else None
+        upward = os.path.relpath(outside.parent, victim.home / "keys")
+        attempts = (
+            (".", f"{LOCAL_TEAM}/{alice['memberId']}"),
+            (upward, "server"),
+            (str(outside.parent), "server"),
+            ("t" * 200_000, "m1"),
+        )
+        for team, member in attempts:
+            for command in (
+                {"type": "hold", "at": 1, "teamId": team},
+                {
+                    "type": "withdraw_member",
+                    "at": 1,
+                    "teamId": team,
+                    "membershipId": member,
+                    "reason": "removed",
+                },
+            ):
+                with pytest.raises(RemoteRefused) as refused:
+                    await hostile.node.request(victim.machine_id, {"ch": "delivery", "command": command})
+                assert refused.value.code == "bad_request", (team[:20], command["type"], refused.value)
+        assert alice_file.exists() and outside.exists()
+        assert (routes.read_bytes() if routes.exists() else None) == routes_before
