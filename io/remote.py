@@ -120,6 +120,7 @@ OBSERVATION_ACTIONS: Final = frozenset({"get", "members", "list", "board_get"})
 PASSING_REFUSALS: Final = frozenset({"busy", OFFLINE, UNCERTAIN})
 # The largest response body sent back: a sealed frame above the relay's blob bound would be refused there.
 RESPONSE_BYTES: Final = RelayLimits().blob_bytes - OVERHEAD
+REQUEST_ID_CHARS: Final = 64  # a request id in a sealed body, as long as the relay's own frame ids
 REASON: Final = re.compile(r"[a-z_]{1,40}")  # a delivery reason as desks and outboxes give them
 
 @attrs.frozen
@@ -345,6 +346,12 @@ class RemoteNode:
         self._reload_peers()
         return self._peers.get(ref) or next((p for p in self._peers.values() if p.address == ref), None)
 
+    def peer_at(self, address: str) -> pairing.Peer | None:
+        """The paired machine at relay address `address`: how a frame's sender is known. Never by machine
+        id, which each machine declares for itself: one naming another peer's address took its frames."""
+        self._reload_peers()
+        return next((p for p in self._peers.values() if p.address == address), None)
+
     def _sender(self, peer: pairing.Peer) -> SendSession:
         session = self._send.get(peer.address)
         if session is None:
@@ -524,7 +531,7 @@ class RemoteNode:
             await client.send(frame.sender, reply)
 
     async def _on_sealed(self, client: RelayClient, frame: Frame) -> None:
-        peer = self.peer(frame.sender)
+        peer = self.peer_at(frame.sender)
         if peer is None:
             self.stats["unpaired_frames"] += 1
             await client.send(frame.sender, UNPAIRED_BLOB)
@@ -549,6 +556,9 @@ class RemoteNode:
                 waiter.response = message
                 waiter.done.set()
         elif message.get("k") == "req" and isinstance(message.get("id"), str):
+            if len(message["id"]) > REQUEST_ID_CHARS:  # it is kept (DONE_CACHE) and echoed: a bounded key
+                self._refused(peer, "malformed", f"a request id longer than {REQUEST_ID_CHARS} characters")
+                return
             assert self._nursery is not None
             if self._inbound[peer.address] >= INBOUND_LIMIT:
                 await self._respond(
@@ -664,7 +674,9 @@ class RemoteNode:
 
     async def _report_waiting(self, outbox: _Outbox, code: str) -> None:
         """The peer is certainly unreachable (`code`): every notice in its outbox waits, and the owner's view
-        says so once per notice, unless an attempt of it may have reached the destination."""
+        says so once per notice, unless an attempt of it may have reached the destination. A code the relay
+        made up (its notice's kind) is a delivery reason only if it is a short code."""
+        code = code if REASON.fullmatch(code) else "malformed"
         for item in list(outbox.items):
             notice = item.notice
             if notice is None or item.reported or item.maybe_delivered or self.report_local is None:

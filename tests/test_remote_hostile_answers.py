@@ -14,10 +14,12 @@ import pytest
 import trio
 
 from harness.core.terminal_text import is_terminal_safe
+from harness.io import home as homes
 from harness.io import pairing
 from harness.io.daemon import Daemon
 from harness.io.relay import Relay
 from harness.io.remote import RemoteNode, RemoteRefused
+from harness.io.remote_client import call_remote
 from harness.io.stderr_log import stderr_log
 from tests.test_relay_daemons import (
     BODY,
@@ -25,6 +27,7 @@ from tests.test_relay_daemons import (
     World,
     alice_on_a_and_bob_on_b,
     eventually,
+    fast_node,
     pair,
     request,
     two_daemons,
@@ -184,3 +187,46 @@ async def test_a_paired_machine_cannot_name_a_path_or_a_megabyte_for_a_team_or_a
                 assert refused.value.code == "bad_request", (team[:20], command["type"], refused.value)
         assert alice_file.exists() and outside.exists()
         assert (routes.read_bytes() if routes.exists() else None) == routes_before
+
+
+async def test_a_machine_named_after_another_peers_address_cannot_take_its_frames(tmp_path: Path) -> None:
+    """A machine declares its own id. An adversarial review gave machine B, as its id, machine C's relay
+    address and paired it with A after C: A then opened every frame from C with B's session, refused it as
+    forged, and C was locked out of A. A frame's sender is known by its address only."""
+    c_address = pairing.identity(tmp_path / "c").address
+    homes.ensure_home(tmp_path / "b")
+    (tmp_path / "b" / homes.MACHINE_FILE).write_text(c_address + "\n")
+    async with trio.open_nursery() as nursery:
+        relay = Relay()
+        url = f"ws://127.0.0.1:{await nursery.start(relay.serve, 0)}"
+        a, b, c = (Daemon(tmp_path / name, remote=fast_node, log=lambda line: None) for name in "abc")
+        async with trio.open_nursery() as daemons:
+            for daemon in (a, b, c):
+                await daemons.start(daemon.run)
+            await pair(a, c, url)
+            await pair(a, b, url)
+            assert b.machine_id == c_address
+            listed = await trio.to_thread.run_sync(
+                lambda: call_remote(c.home, a.machine_id, "list", timeout=30)
+            )
+            assert listed["teams"] == []
+            assert a.node is not None and a.node.stats["refused_forged"] == 0
+            for daemon in (a, b, c):
+                daemon.stop()
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_request_id_past_its_bound_is_refused_and_never_kept(tmp_path: Path) -> None:
+    """Answered request ids are kept (the last DONE_CACHE per peer) and echoed: a review's 1,000,000-character
+    ids pinned 100 MB per hundred requests, 4 GB per paired machine at the cap. A request id is at most
+    REQUEST_ID_CHARS, like the relay's own frame ids; a longer one is refused, unanswered and unkept."""
+    async with two_daemons(tmp_path) as world:
+        hostile, victim = world.a, world.b
+        assert hostile.node is not None and victim.node is not None
+        peer = hostile.node.peer(victim.machine_id)
+        assert peer is not None
+        await hostile.node._seal_and_send(peer, {"k": "req", "id": "x" * 1_000_000, "ch": "list"})
+        await eventually(lambda: victim.node is not None and victim.node.stats["refused_malformed"] == 1)
+        assert not any(len(rid) > 64 for done in victim.node._done.values() for rid in done)
+        listed = await hostile.node.request(victim.machine_id, {"ch": "team", "frame": '{"action":"list"}'})
+        assert "frame" in listed  # the peer is still served
