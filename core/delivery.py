@@ -1088,7 +1088,7 @@ def _restart(desk: Desk, command: Restart, limits: Limits) -> Accepted[Desk] | R
 
 def _tick(desk: Desk, command: Tick, limits: Limits) -> Accepted[Desk] | Rejected:
     txn = _Txn(desk, command.at, limits)
-    for agent_id, session in desk.sessions.items():
+    for session in desk.sessions.values():
         if not session.timers or session.timers[0][0] > command.at:
             continue
         for due, notice_id in session.timers:
@@ -1097,7 +1097,6 @@ def _tick(desk: Desk, command: Tick, limits: Limits) -> Accepted[Desk] | Rejecte
             notice = txn.notices[notice_id]
             moved = txn.move(notice, V.TIMEOUT if notice.state is S.WRITING else V.EXPIRE)
             assert isinstance(moved, Notice)
-        txn.session(agent_id)
     return txn.commit()
 
 

@@ -821,8 +821,7 @@ def _reply(team: Team, command: Reply, actor: Membership | None, limits: Limits)
     if exchange.answer is not None:  # an identical repeat was already answered by _repeat
         return reject(E.CONFLICT, f"question {exchange.id!r} already has a different answer")
     target = QUESTION_TRANSITIONS[(exchange.state, QuestionEvent.REPLY)]
-    if isinstance(target, ErrorCode):
-        return reject(target, f"question {exchange.id!r} is {exchange.state}")
+    assert isinstance(target, QuestionState)  # the one refusing cell, answered, was refused just above
     late = exchange.state is not Q.OPEN
     answer = Answer(author, exchange.to, command.at, command.text, command.evidence, late)
     if late:

@@ -346,7 +346,8 @@ def test_the_write_boundary_checks_admit_their_exact_limits() -> None:
     desk, n, busy_at = ready()
     desk.ok(d.WriteStarted(busy_at + fresh, n, O.IDLE, busy_at))
     desk, n, busy_at = ready()
-    desk.fails(d.WriteStarted(busy_at + fresh + 1, n, O.IDLE, busy_at), ErrorCode.CONFLICT)
+    old = desk.fails(d.WriteStarted(busy_at + fresh + 1, n, O.IDLE, busy_at), ErrorCode.CONFLICT)
+    assert old.detail == f"the idle screen is {fresh + 1} ms old; look again"
     desk, n, busy_at = ready()
     desk.fails(d.WriteStarted(busy_at, n, O.IDLE, busy_at + 1), ErrorCode.BAD_REQUEST)
     desk, n, _ = ready(expires_in=1_000)

@@ -1,12 +1,15 @@
 # Issue 19: behaviours of core/team.py that scripts/mutate_core.py found no test pinned.
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 import pytest
 
 from harness.core import commands as c
 from harness.core.effects import (
     HoldTeam,
+    QuestionEnded,
     ReleaseTeam,
     WithdrawMember,
     WithdrawNotice,
@@ -15,6 +18,7 @@ from harness.core.effects import (
 )
 from harness.core.errors import ErrorCode, Rejected
 from harness.core.limits import MINUTE_MS, Limits
+from harness.core.outcome import Accepted
 from harness.core.queries import reader, status
 from harness.core.records import DeliveryView, MembershipState, NoticeKind, QuestionState
 from harness.core.team import (
@@ -22,6 +26,7 @@ from harness.core.team import (
     REINTRODUCED,
     answer_notice,
     introduction_notice,
+    owed_machines,
     owed_notices,
     question_notice,
     reintroductions,
@@ -337,3 +342,110 @@ def test_an_owner_asking_for_no_active_member_and_cancelling_an_unknown_question
     d.ok(c.RemoveMember(d.tick(), TEAM, "mem2"))
     d.fails(c.Ask(d.tick(), TEAM, "q1", "mem1", "x", from_="mem2"), ErrorCode.NOT_FOUND)
     d.fails(c.Cancel(d.tick(), TEAM, "q9"), ErrorCode.NOT_FOUND)
+
+
+# --- found by a full mutation run of core/team.py (638 mutants, 33 survived) ----------------------------
+
+
+def _intro_report(d: Driver, membership: str, at: int | None, state: str, reason: str | None = None) -> Any:
+    subject = membership if at is None else f"{membership}{REINTRODUCED}{at}"
+    return d.run(
+        c.RecordDelivery(d.tick(), TEAM, notice_id(TEAM, subject, NoticeKind.INTRODUCTION), state, reason)
+    )
+
+
+def test_a_reintroduction_report_is_recorded_and_never_hidden_by_an_earlier_introductions() -> None:
+    """What became of an earlier introduction never hides what became of a later one (`_earlier`): after a
+    report of the re-introduction at T, a report of the first introduction or of one before T changes
+    nothing; a new view of the one at T, or one of a later re-introduction, is recorded. A subject whose mark
+    is not a time is no membership (never an `int()` that raises)."""
+    d = Driver().create(members=2)
+    assert isinstance(_intro_report(d, "mem1", 500, "delivered"), Accepted)
+    shown = d.team.members["mem1"]
+    assert (shown.introduction_of, shown.introduction.state) == (500, "delivered")
+    for earlier in (None, 499):
+        outcome = _intro_report(d, "mem1", earlier, "expired")
+        assert isinstance(outcome, Accepted) and not outcome.changed
+    assert isinstance(_intro_report(d, "mem1", 500, "accepted"), Accepted)
+    assert d.team.members["mem1"].introduction.state == "accepted"
+    assert isinstance(_intro_report(d, "mem1", 501, "queued", "unobserved"), Accepted)
+    assert d.team.members["mem1"].introduction_of == 501
+    refused = _intro_report(d, "mem1~abc", None, "read")
+    assert isinstance(refused, Rejected) and refused.code is ErrorCode.NOT_FOUND
+
+
+def test_the_result_of_a_team_command_is_the_team_at_its_new_revision() -> None:
+    d = Driver().create(members=2)
+    paused = d.ok(c.PauseTeam(d.tick(), TEAM))
+    assert paused.result == d.team and paused.result.revision == d.team.revision
+
+
+def test_a_question_asked_in_a_paused_team_is_owed_held() -> None:
+    """Contract: `delivery` is set from the moment the ask is accepted; while the team is paused its notice
+    waits `held` (`paused`), not queued."""
+    d = Driver().create(members=2)
+    d.ok(c.PauseTeam(d.tick(), TEAM))
+    assert isinstance(d.ask("q1", 1, 2), Accepted)
+    assert (d.exchange("q1").delivery.state, d.exchange("q1").delivery.reason) == ("held", "paused")
+
+
+def test_owed_machines_are_the_active_members_machines_and_none_once_archived() -> None:
+    driver = Driver()
+    driver.ok(c.CreateTeam(1, TEAM, "t", (member(1, machine="m-a"), member(2, machine="m-b"))))
+    assert owed_machines(driver.team) == {"m-a", "m-b"}
+    driver.ok(c.RemoveMember(driver.tick(), TEAM, "mem2"))
+    assert owed_machines(driver.team) == {"m-a"}
+    driver.ok(c.ArchiveTeam(driver.tick(), TEAM))
+    assert owed_machines(driver.team) == frozenset()
+
+
+def test_a_retried_ask_with_another_ttl_is_another_question() -> None:
+    """An operation id names one ask: the same id with a different ttl is a conflict, not its retry."""
+    d = Driver().create(members=2)
+    assert isinstance(d.ask("q1", 1, 2, ttl_ms=60_000), Accepted)
+    again = d.ask("q1", 1, 2, ttl_ms=120_000)
+    assert isinstance(again, Rejected) and again.code is ErrorCode.CONFLICT
+
+
+def test_a_repeated_create_must_name_every_member_it_named_the_same() -> None:
+    d = Driver().create(members=2)
+    other = attrs.evolve(member(2), id="mem9")
+    d.fails(c.CreateTeam(d.tick(), TEAM, "Build Harness", (member(1), other)), ErrorCode.CONFLICT)
+
+
+def test_each_bound_of_a_create_or_a_member_is_named() -> None:
+    """`bound_exceeded` names the bound that was hit (contract), here for the team's name, its memberships,
+    and a member's machine, agent and key."""
+    small = Limits(memberships=2, name_chars=10, id_chars=12)
+    Driver(small).fails(c.CreateTeam(1, TEAM, "n" * 11, ()), ErrorCode.BOUND_EXCEEDED, "name_chars")
+    three = tuple(member(n) for n in range(1, 4))
+    Driver(small).fails(c.CreateTeam(1, TEAM, "t", three), ErrorCode.BOUND_EXCEEDED, "memberships")
+    for field in ("machine_id", "agent_id", "key"):
+        long = attrs.evolve(member(1), **{field: "x" * 13})
+        Driver(small).fails(c.CreateTeam(1, TEAM, "t", (long,)), ErrorCode.BOUND_EXCEEDED, "id_chars")
+
+
+def test_archiving_and_expiry_report_each_question_they_end() -> None:
+    d = Driver().create(members=2)
+    d.ask("q1", 1, 2, ttl_ms=60_000)
+    d.ask("q2", 2, 1, ttl_ms=600_000)
+    expired = d.ok(c.Tick(d.now + 60_000, TEAM))
+    assert [e for e in expired.events if isinstance(e, QuestionEnded)] == [
+        QuestionEnded(TEAM, "q1", QuestionState.EXPIRED)
+    ]
+    archived = d.ok(c.ArchiveTeam(d.tick(60_001), TEAM))
+    assert [e for e in archived.events if isinstance(e, QuestionEnded)] == [
+        QuestionEnded(TEAM, "q2", QuestionState.CANCELLED)
+    ]
+
+
+def test_a_context_and_a_ttl_exactly_at_their_bounds_are_taken() -> None:
+    limits = Limits(context_chars=20)
+    d = Driver(limits).create(members=2)
+    assert isinstance(d.ask("q1", 1, 2, context="c" * 20, ttl_ms=limits.ttl_min_ms), Accepted)
+    d.fails(
+        c.Ask(d.tick(), TEAM, "q2", "mem2", "x", context="c" * 21, member_key="key1"),
+        ErrorCode.BOUND_EXCEEDED,
+    )
+    short = c.Ask(d.tick(), TEAM, "q3", "mem2", "x", ttl_ms=limits.ttl_min_ms - 1, member_key="key1")
+    d.fails(short, ErrorCode.BOUND_EXCEEDED, "ttl")
