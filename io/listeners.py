@@ -47,6 +47,7 @@ class ListenerLimits:
     max_connections: int = 128  # open at once; at the cap the longest-idle connection is closed to admit one
     handshake_seconds: float = 5.0  # accepted to handshake done (the web page: to its ticket redeemed)
     idle_seconds: float = 300.0  # nothing in flight and no complete frame for this long: closed
+    send_seconds: float = 30.0  # bytes on their way to the peer and none taken for this long: closed
 
 
 @attrs.define
@@ -78,6 +79,8 @@ class Slot:
     ready: bool = False
     busy: int = 0
     dropped: bool = False
+    sends: int = 0  # writes to the peer under way
+    sent_at: float = 0.0  # when the peer last took bytes, or a first write began
 
     def touch(self) -> None:
         self.since = trio.current_time()
@@ -85,6 +88,18 @@ class Slot:
     def mark_ready(self) -> None:
         self.ready = True
         self.touch()
+
+    @contextmanager
+    def sending(self) -> Iterator[None]:
+        """A write to the peer: it must take bytes within the listener's `send_seconds`, busy or not."""
+        if not self.sends:
+            self.sent_at = trio.current_time()
+        self.sends += 1
+        try:
+            yield
+        finally:
+            self.sends -= 1
+            self.sent_at = trio.current_time()
 
     @contextmanager
     def working(self) -> Iterator[None]:
@@ -96,7 +111,33 @@ class Slot:
             self.touch()
 
 
-StreamHandler = Callable[[trio.SocketStream, Slot], Awaitable[None]]
+class _TimedStream(trio.abc.HalfCloseableStream):
+    """A connection's stream whose every write runs the listener's send deadline (`Slot.sending`). A peer
+    that never reads would otherwise keep a reply waiting, and its connection busy, past every other
+    deadline: a review filled the daemon's 128 connections so, and its owner was refused at the door."""
+
+    def __init__(self, stream: trio.SocketStream, slot: Slot) -> None:
+        self.stream = stream
+        self.slot = slot
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        with self.slot.sending():
+            await self.stream.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.stream.wait_send_all_might_not_block()
+
+    async def send_eof(self) -> None:
+        await self.stream.send_eof()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        return await self.stream.receive_some(max_bytes)
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
+StreamHandler = Callable[[trio.abc.HalfCloseableStream, Slot], Awaitable[None]]
 SocketHandler = Callable[[WebSocketConnection, Slot], Awaitable[None]]
 
 
@@ -178,13 +219,15 @@ class Listener:
 
     async def _reap(self) -> None:
         limits = self.limits
-        tick = min(1.0, max(0.02, min(limits.handshake_seconds, limits.idle_seconds) / 4))
+        shortest = min(limits.handshake_seconds, limits.idle_seconds, limits.send_seconds)
+        tick = min(1.0, max(0.02, shortest / 4))
         while True:
             await trio.sleep(tick)
             now = trio.current_time()
             for slot in list(self._open):
                 allowed = limits.idle_seconds if slot.ready else limits.handshake_seconds
-                if not slot.busy and now - slot.since > allowed:
+                stalled = slot.sends and now - slot.sent_at > limits.send_seconds
+                if stalled or (not slot.busy and now - slot.since > allowed):
                     self._drop(slot)
 
     # --- serving ------------------------------------------------------------------------------------------
@@ -222,7 +265,7 @@ class Listener:
             if slot is None:
                 return
             with slot.scope:
-                await handle(stream, slot)
+                await handle(_TimedStream(stream, slot), slot)
         except* _DISCONNECTS:
             pass  # the peer went away: its connection ends, nothing else
         except* _VIOLATIONS:
@@ -245,7 +288,7 @@ class Listener:
         Origin) and hands the connection to `handler`. A frame above `max_message_size` closes the connection
         (1009) and counts as a refused frame."""
 
-        async def handle(stream: trio.SocketStream, slot: Slot) -> None:
+        async def handle(stream: trio.abc.HalfCloseableStream, slot: Slot) -> None:
             async with trio.open_nursery() as nursery:
                 request = await wrap_server_stream(nursery, stream, max_message_size=max_message_size)
                 if any(name.lower() == _ORIGIN for name, _ in request.headers):

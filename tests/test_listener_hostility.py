@@ -4,6 +4,7 @@
 # client; the process must stay up, count what it refused, and keep serving an ordinary request.
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import time
@@ -211,3 +212,42 @@ def test_finding_5_an_injected_fault_closes_only_its_connection(machine: Machine
         finally:
             raw_ws.close(sock)
             raw_ws.close(bystander)
+
+
+UNREAD = ListenerLimits(max_connections=8, handshake_seconds=5.0, idle_seconds=300.0, send_seconds=2.0)
+
+
+def _never_reads(machine: Machine, listener: str) -> socket.socket:
+    """A connection of this user that sends requests (refused ones: no token) as fast as the socket takes
+    them and never reads a reply."""
+    sock = opened(machine, listener)
+    sock.setblocking(False)
+    refused = raw_ws.text(json.dumps({"type": "team", "requestId": "r" * 100, "action": "list"}))
+    with contextlib.suppress(BlockingIOError):
+        for _ in range(20_000):
+            sock.send(refused)
+    return sock
+
+
+@pytest.mark.parametrize("listener", ("rpc", "gateway"))
+def test_connections_that_never_read_their_replies_are_dropped_and_the_owner_served(
+    tmp_path: Path, listener: str
+) -> None:
+    """A reply waits on a peer that never reads it; its connection stayed busy past every deadline, and an
+    adversarial review filled the daemon's 128 connections so: the owner's own CLI was refused at the door.
+    A write that the peer does not take within `send_seconds` now closes its connection."""
+    machine = Machine(tmp_path / "home", limits=UNREAD)
+    pinned: list[socket.socket] = []
+    try:
+        pinned = [_never_reads(machine, listener) for _ in range(UNREAD.max_connections)]
+        deadline = time.monotonic() + 120  # reading would take the replies: the listener's count tells
+        while stats(machine, listener).dropped < len(pinned) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert stats(machine, listener).dropped >= len(pinned)
+        assert serves(machine, listener) and stats(machine, listener).internal_errors == 0
+        for sock in pinned:
+            assert raw_ws.closed_by_peer(sock, 30)
+    finally:
+        for sock in pinned:
+            raw_ws.close(sock)
+        machine.close()
