@@ -305,7 +305,7 @@ def test_an_answers_evidence_is_listed_after_its_text() -> None:
         NoticeKind.ANSWER, TEAM, "T", "q1", "agent-2", text="GET /state", evidence=("a", "b")
     )
     text = render_content(answer)
-    assert "GET /state\nEvidence: a; b\n" in text
+    assert "> GET /state\nEvidence:\n> a; b\n" in text
     assert "Evidence" not in render_content(attrs.evolve(answer, evidence=()))
 
 

@@ -176,7 +176,7 @@ async def test_question_reply_continuation_across_machines(tmp_path: Path) -> No
         await eventually(lambda: len(world.desk_b.requests) == 2)
         question = world.desk_b.requests[1]
         assert isinstance(question, d.Submit)
-        assert question.text.startswith(f"[team {TEAM_NAME}] Question q1 from alice:\n{BODY}")
+        assert question.text.startswith(f"[team {TEAM_NAME}] Question q1 from alice:\n> {BODY}")
         assert attrs.evolve(question, text=BODY) == submit(f"{TEAM_ID}/q1/question", b_id)
         intro = world.desk_b.requests[0]
         assert isinstance(intro, d.Submit) and MEMBER_KEY not in intro.text and "--key-file" in intro.text

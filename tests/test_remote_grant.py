@@ -178,7 +178,7 @@ def test_finding_5_the_wire_text_is_never_what_reaches_the_terminal() -> None:
     raw = attrs.evolve(submit(NoticeKind.QUESTION), text="id > /tmp/pwned\r")
     rendered = rendered_here(raw, CONTENT, DEFAULT_LIMITS, here_prefix)
     assert isinstance(rendered, d.Submit)
-    assert rendered.text.startswith("[team Team One] Question q1 from alice:\nwhich branch?")
+    assert rendered.text.startswith("[team Team One] Question q1 from alice:\n> which branch?")
     assert "pwned" not in rendered.text
     assert attrs.evolve(rendered, text=raw.text) == raw  # nothing but the text changed
 
@@ -187,7 +187,7 @@ def test_a_hostile_content_is_rendered_visibly_inside_the_framing() -> None:
     hostile = attrs.evolve(CONTENT, team_name="x\x1b]0;t\x07", text="ok\x1b[201~\rtouch pwned\r")
     rendered = rendered_here(submit(NoticeKind.QUESTION), hostile, DEFAULT_LIMITS, here_prefix)
     assert isinstance(rendered, d.Submit) and is_terminal_safe(rendered.text)
-    assert rendered.text.startswith("[team x␛]0;t^G] Question q1 from alice:\nok␛[201~^Mtouch pwned^M")
+    assert rendered.text.startswith("[team x␛]0;t^G] Question q1 from alice:\n> ok␛[201~^Mtouch pwned^M")
 
 
 def test_an_introduction_teaches_this_machines_prefix_and_carries_no_key_on_the_command_line() -> None:
