@@ -419,7 +419,8 @@ def test_each_bound_of_a_create_or_a_member_is_named() -> None:
     small = Limits(memberships=2, name_chars=10, id_chars=12)
     Driver(small).fails(c.CreateTeam(1, TEAM, "n" * 11, ()), ErrorCode.BOUND_EXCEEDED, "name_chars")
     three = tuple(member(n) for n in range(1, 4))
-    Driver(small).fails(c.CreateTeam(1, TEAM, "t", three), ErrorCode.BOUND_EXCEEDED, "memberships")
+    crowded = Driver(small).fails(c.CreateTeam(1, TEAM, "t", three), ErrorCode.BOUND_EXCEEDED, "memberships")
+    assert crowded.detail == "a team holds at most 2 memberships"  # said before any member is looked at
     for field in ("machine_id", "agent_id", "key"):
         long = attrs.evolve(member(1), **{field: "x" * 13})
         Driver(small).fails(c.CreateTeam(1, TEAM, "t", (long,)), ErrorCode.BOUND_EXCEEDED, "id_chars")
@@ -447,5 +448,6 @@ def test_a_context_and_a_ttl_exactly_at_their_bounds_are_taken() -> None:
         c.Ask(d.tick(), TEAM, "q2", "mem2", "x", context="c" * 21, member_key="key1"),
         ErrorCode.BOUND_EXCEEDED,
     )
+    assert isinstance(d.ask("q4", 2, 1, ttl_ms=limits.ttl_max_ms), Accepted)
     short = c.Ask(d.tick(), TEAM, "q3", "mem2", "x", ttl_ms=limits.ttl_min_ms - 1, member_key="key1")
     d.fails(short, ErrorCode.BOUND_EXCEEDED, "ttl")
