@@ -22,6 +22,7 @@ from .limits import DEFAULT_LIMITS, Limits
 from .outcome import reject
 from .records import ID_PATTERN, MembershipState, NoticeKind, Team
 from .system import NoticeContent, Prefix, content_problem, render_content
+from .team import introduction_subject
 
 E = ErrorCode
 # A paired machine's ids are the ledger's (at most `id_chars`), and it owns at most `teams` teams anywhere.
@@ -107,16 +108,26 @@ def _id_problem(command: GrantedRequest | Consumption) -> str | None:
     if isinstance(command, d.Submit | d.WithdrawMember):
         named.append(("membership", command.membership_id))
     for kind, value in named:
-        if len(value) > WIRE_ID_CHARS or not ID_PATTERN.fullmatch(value):
+        if not _is_id(value):
             return f"the {kind} id {value[:40]!r} is not an id"
     notices = command.notice_ids if isinstance(command, d.InboxRead) else ()
     if isinstance(command, d.Submit | d.Withdraw | d.AnswerRetrieved):
         notices = (command.notice_id,)
     for notice in notices:
         parsed = parse_notice_id(notice)
-        if parsed is None or not all(len(p) <= WIRE_ID_CHARS and ID_PATTERN.fullmatch(p) for p in parsed[:2]):
+        if parsed is None or not all(_is_id(part) for part in (parsed[0], _subject_id(parsed[1], parsed[2]))):
             return f"the notice id {notice[:40]!r} is not a notice id"
     return None
+
+
+def _is_id(value: str) -> bool:
+    return len(value) <= WIRE_ID_CHARS and ID_PATTERN.fullmatch(value) is not None
+
+
+def _subject_id(subject: str, kind: NoticeKind) -> str:
+    """The id a notice's subject names: an introduction's may carry its re-introduction's time."""
+    introduced = introduction_subject(subject) if kind is NoticeKind.INTRODUCTION else (subject, None)
+    return "" if introduced is None else introduced[0]
 
 
 def _bind(grants: Grants, team_id: str, sender: str) -> Rejected | None:

@@ -289,6 +289,15 @@ REINTRODUCED = "~"
 _REINTRODUCED_AT = re.compile(r"[0-9]{1,15}")  # epoch ms, ASCII: `int` of it never raises
 
 
+def introduction_subject(subject_id: str) -> tuple[str, int | None] | None:
+    """The membership an introduction notice's subject names and the time of its re-introduction (None: the
+    first introduction), or None when the subject names none (a mark that is not a time)."""
+    membership_id, mark, at = subject_id.partition(REINTRODUCED)
+    if mark and not _REINTRODUCED_AT.fullmatch(at):
+        return None
+    return membership_id, int(at) if mark else None
+
+
 def reintroductions(
     team: Team, machine_id: str, agent_id: str, at: int, limits: Limits
 ) -> tuple[SubmitNotice, ...]:
@@ -904,11 +913,11 @@ def _record_delivery(
     _team_id, subject_id, kind = parsed
     view = DeliveryView(command.state, command.reason, command.at)
     if kind is NoticeKind.INTRODUCTION:
-        membership_id, mark, at = subject_id.partition(REINTRODUCED)
-        member = team.members.get(membership_id)
-        if member is None or (mark and not _REINTRODUCED_AT.fullmatch(at)):
+        introduced = introduction_subject(subject_id)
+        member = None if introduced is None else team.members.get(introduced[0])
+        if introduced is None or member is None:
             return reject(E.NOT_FOUND, f"no membership {subject_id!r}")
-        introduction_of = int(at) if mark else None
+        introduction_of = introduced[1]
         if member.introduction is not None and (
             _earlier(introduction_of, member.introduction_of)
             or (introduction_of == member.introduction_of and _same_view(member.introduction, view))

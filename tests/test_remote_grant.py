@@ -16,6 +16,7 @@ from harness.core.limits import DEFAULT_LIMITS
 from harness.core.records import NoticeKind
 from harness.core.remote_grant import EMPTY_GRANTS, Grants, admit, rendered_here
 from harness.core.system import NoticeContent
+from harness.core.team import REINTRODUCED
 from harness.core.terminal_text import is_terminal_safe
 
 HERE, OWNER, OTHER = "m-here", "m-owner", "m-other"
@@ -296,3 +297,15 @@ def test_a_machine_owns_at_most_as_many_teams_here_as_a_ledger_retains() -> None
     assert isinstance(refused, Rejected) and refused.code is ErrorCode.BOUND_EXCEEDED
     assert isinstance(run(grants, d.Hold(1, "team0")), Grants)  # a team it owns already is no new one
     assert isinstance(run(grants, d.Hold(1, "one-more"), sender=OTHER), Grants)  # the bound is per machine
+
+
+def test_a_reintroduction_is_admitted_and_a_subject_whose_mark_is_no_time_is_not() -> None:
+    """A member that attaches again is introduced anew under `TEAM/MEMBERSHIP~AT/introduction` (core/team.py
+    `reintroductions`): its id check takes the membership and the time apart, so the grant admits it."""
+    first = submit(NoticeKind.INTRODUCTION)
+    again = attrs.evolve(first, notice_id=notice_id("t1", f"mem1{REINTRODUCED}1764000000000", first.kind))
+    assert isinstance(run(introduced(), again), Grants)
+    for subject in ("mem1~abc", "mem1~", "../x~1", "~1"):
+        bad = attrs.evolve(first, notice_id=notice_id("t1", subject, first.kind))
+        refused = run(introduced(), bad)
+        assert isinstance(refused, Rejected) and refused.code is ErrorCode.BAD_REQUEST, subject
