@@ -25,9 +25,12 @@ from .system import NoticeContent, Prefix, content_problem, render_content
 from .team import introduction_subject
 
 E = ErrorCode
-# A paired machine's ids are the ledger's (at most `id_chars`), and it owns at most `teams` teams anywhere.
+# A paired machine's ids are the ledger's (at most `id_chars`: team and membership ids match ID_PATTERN, an
+# agent id need not), and what it may bind here is what one ledger retains: `teams` teams at once (a team it
+# withdraws whole frees its place) and `memberships` introduced per team.
 WIRE_ID_CHARS: Final = DEFAULT_LIMITS.id_chars
 TEAMS_PER_OWNER: Final = DEFAULT_LIMITS.teams
+MEMBERS_PER_TEAM: Final = DEFAULT_LIMITS.memberships
 
 
 @attrs.frozen
@@ -84,6 +87,8 @@ def admit(
         return reject(E.CONFLICT, f"team {mine[0]} is owned by machine {here}")
     if isinstance(command, d.Submit):
         return _admit_submit(grants, here, sender, command)
+    if isinstance(command, d.WithdrawTeam) and grants.owner(command.team_id) is None:
+        return grants  # nothing of it is here (one it withdrew before, restated after a restart): a no-op
     if isinstance(command, d.Hold) and grants.owner(command.team_id) is None:
         # A paused team's first request here is its hold, before any notice; it binds the team's owner.
         refused = _bind(grants, command.team_id, sender)
@@ -93,8 +98,11 @@ def admit(
         return reject(E.NOT_FOUND, f"machine {sender} sent no notices of team {foreign[0]} here")
     if isinstance(command, d.WithdrawMember):
         return _forget(grants, command.team_id, command.membership_id)
-    if isinstance(command, d.WithdrawTeam) and command.team_id in grants.members:
-        return attrs.evolve(grants, members=grants.members.delete(command.team_id))
+    if isinstance(command, d.WithdrawTeam):  # archived or deleted: its owner sends nothing of it again
+        members = (
+            grants.members.delete(command.team_id) if command.team_id in grants.members else grants.members
+        )
+        return Grants(grants.owners.delete(command.team_id), members)
     return grants
 
 
@@ -107,6 +115,8 @@ def _id_problem(command: GrantedRequest | Consumption) -> str | None:
         named.append(("team", command.team_id))
     if isinstance(command, d.Submit | d.WithdrawMember):
         named.append(("membership", command.membership_id))
+    if isinstance(command, d.Submit) and not 0 < len(command.agent_id) <= WIRE_ID_CHARS:
+        return f"the agent id {command.agent_id[:40]!r} is empty or longer than {WIRE_ID_CHARS} characters"
     for kind, value in named:
         if not _is_id(value):
             return f"the {kind} id {value[:40]!r} is not an id"
@@ -162,6 +172,9 @@ def _admit_submit(grants: Grants, here: str, sender: str, command: d.Submit) -> 
         known = held.get(command.membership_id)
         if known is not None and known != command.agent_id:
             return reject(E.CONFLICT, f"membership {command.membership_id} was introduced as another agent")
+        if known is None and len(held) >= MEMBERS_PER_TEAM:
+            detail = f"team {command.team_id} already has {MEMBERS_PER_TEAM} members introduced here"
+            return reject(E.BOUND_EXCEEDED, detail, "memberships")
         return Grants(
             owners, grants.members.set(command.team_id, held.set(command.membership_id, command.agent_id))
         )

@@ -80,7 +80,8 @@ def one_line(text: str, limit: int) -> str:
     """`text` terminal-safe on one line of at most `limit` characters: its lines joined by LINE_JOIN. A longer
     one keeps its first lines and its last (a notice's last line says how to answer, or that it is peer
     context), cuts what is between, and says so where it cut. Nothing in the result is a line break."""
-    lines = terminal_safe(text).split("\n")
+    # A ␤ the text itself holds would pass for a line break of its own: it is shown as its code point.
+    lines = terminal_safe(text).replace(LINE_SIGN, _visible(LINE_SIGN)).split("\n")
     joined = LINE_JOIN.join(lines)
     if len(joined) <= limit:
         return joined

@@ -47,7 +47,7 @@ class ListenerLimits:
     max_connections: int = 128  # open at once; at the cap the longest-idle connection is closed to admit one
     handshake_seconds: float = 5.0  # accepted to handshake done (the web page: to its ticket redeemed)
     idle_seconds: float = 300.0  # nothing in flight and no complete frame for this long: closed
-    send_seconds: float = 30.0  # bytes on their way to the peer and none taken for this long: closed
+    send_seconds: float = 30.0  # a write the peer has not finished taking after this long: closed
 
 
 @attrs.define
@@ -80,7 +80,7 @@ class Slot:
     busy: int = 0
     dropped: bool = False
     sends: int = 0  # writes to the peer under way
-    sent_at: float = 0.0  # when the peer last took bytes, or a first write began
+    sent_at: float = 0.0  # when the last write ended, or the first of those under way began
 
     def touch(self) -> None:
         self.since = trio.current_time()
@@ -91,7 +91,7 @@ class Slot:
 
     @contextmanager
     def sending(self) -> Iterator[None]:
-        """A write to the peer: it must take bytes within the listener's `send_seconds`, busy or not."""
+        """A write to the peer: it must be taken whole within the listener's `send_seconds`, busy or not."""
         if not self.sends:
             self.sent_at = trio.current_time()
         self.sends += 1

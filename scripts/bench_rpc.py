@@ -203,6 +203,7 @@ def main() -> None:
             teams = [create_team(owner, token, f"sustain{n}", people) for n in range(SUSTAIN_TEAMS)]
         counts = [0] * CLIENTS
         numbers = itertools.count()  # one next() at a time (the interpreter lock): each number asked once
+        ran_out = threading.Event()
         deadline = time.perf_counter() + SUSTAIN_SECONDS
 
         def worker(index: int) -> None:
@@ -210,8 +211,9 @@ def main() -> None:
                 n = 0
                 while time.perf_counter() < deadline:
                     team, number = divmod(next(numbers), TEAM_ASKS)
-                    if team >= len(teams):
-                        raise SystemExit(f"(c) asked all {len(teams) * TEAM_ASKS} asks of its teams")
+                    if team >= len(teams):  # SystemExit here would end only this thread: said after
+                        ran_out.set()
+                        break
                     client.request(
                         "ask",
                         team_id=f"sustain{team}",
@@ -228,6 +230,10 @@ def main() -> None:
         for thread in threads:
             thread.join()
         elapsed = time.perf_counter() - started
+        if ran_out.is_set():
+            raise SystemExit(
+                f"(c) asked all {SUSTAIN_TEAMS * TEAM_ASKS} asks of its teams; raise SUSTAIN_TEAMS"
+            )
         print(
             f"(c) {sum(counts) / elapsed:.0f} durable asks/s from {CLIENTS} concurrent clients "
             f"({sum(counts)} in {elapsed:.1f} s; {TEAM_ASKS} in each team, then the next)"

@@ -360,7 +360,12 @@ def test_the_write_boundary_checks_admit_their_exact_limits() -> None:
     first, second = desk.submit(1), desk.submit(2)
     desk.write(first)
     settled = desk.desk.sessions["a1"].idle_after
+    desk.ok(d.Observe(settled - 5, "a1", O.IDLE))
+    unsettled = d.WriteStarted(settled, second, O.IDLE, settled - 1)  # after the look, before the settling
+    assert "predates the settling" in desk.fails(unsettled, ErrorCode.CONFLICT).detail
     desk.ok(d.Observe(settled, "a1", O.IDLE))
+    stale = d.WriteStarted(settled, second, O.IDLE, settled - 1)  # now older than the desk's latest look
+    assert "older than the desk's latest observation" in desk.fails(stale, ErrorCode.CONFLICT).detail
     desk.ok(d.WriteStarted(settled, second, O.IDLE, settled))
 
 

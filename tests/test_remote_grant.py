@@ -309,3 +309,38 @@ def test_a_reintroduction_is_admitted_and_a_subject_whose_mark_is_no_time_is_not
         bad = attrs.evolve(first, notice_id=notice_id("t1", subject, first.kind))
         refused = run(introduced(), bad)
         assert isinstance(refused, Rejected) and refused.code is ErrorCode.BAD_REQUEST, subject
+
+
+def test_a_team_withdrawn_whole_frees_its_place_and_a_repeat_of_it_is_a_no_op() -> None:
+    """A review found the place bound a lifetime cap: nothing freed a place, so a pairing that had carried
+    100 teams refused its 101st although its owner retained fewer. A team withdrawn whole (archived, deleted)
+    frees its place; its withdrawal restated after a restart finds nothing and changes nothing."""
+    grants: Grants | Rejected = EMPTY_GRANTS
+    for n in range(DEFAULT_LIMITS.teams):
+        assert isinstance(grants, Grants)
+        grants = run(grants, d.Hold(1, f"team{n}"))
+    assert isinstance(grants, Grants)
+    freed = run(grants, d.WithdrawTeam(2, "team0", d.Reason.ARCHIVED))
+    assert isinstance(freed, Grants) and freed.owner("team0") is None
+    assert run(freed, d.WithdrawTeam(3, "team0", d.Reason.ARCHIVED)) == freed
+    assert isinstance(run(freed, d.Hold(4, "one-more")), Grants)
+    assert isinstance(run(freed, d.WithdrawTeam(3, "team1", d.Reason.ARCHIVED), sender=OTHER), Rejected)
+
+
+def test_a_team_takes_at_most_as_many_introductions_as_memberships_and_agent_ids_are_bounded() -> None:
+    """An introduction binds a membership to an agent in the kept grant: a review introduced 5,000 members
+    into one team, one with a 100,000-character agent id."""
+    grants: Grants | Rejected = EMPTY_GRANTS
+    for n in range(DEFAULT_LIMITS.memberships):
+        assert isinstance(grants, Grants)
+        grants = run(grants, submit(NoticeKind.INTRODUCTION, member=f"mem{n}", agent=f"agent-{n}"))
+    assert isinstance(grants, Grants)
+    refused = run(grants, submit(NoticeKind.INTRODUCTION, member="one-more", agent="agent-x"))
+    assert isinstance(refused, Rejected) and (refused.code, refused.bound) == (
+        ErrorCode.BOUND_EXCEEDED,
+        "memberships",
+    )
+    assert isinstance(run(grants, submit(NoticeKind.INTRODUCTION, member="mem0", agent="agent-0")), Grants)
+    for agent in ("", "a" * (DEFAULT_LIMITS.id_chars + 1)):
+        refused = run(EMPTY_GRANTS, submit(NoticeKind.INTRODUCTION, agent=agent))
+        assert isinstance(refused, Rejected) and refused.code is ErrorCode.BAD_REQUEST

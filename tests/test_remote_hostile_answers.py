@@ -130,11 +130,12 @@ def test_every_log_line_reaches_stderr_terminal_safe(
 ) -> None:
     """A log line can quote a peer (a refusal's detail, a relay's close reason): the daemon, its remote
     node and the relay print it with escape sequences shown, never sent (core/terminal_text.py)."""
-    hostile = f"machine b refused delivery: {ESCAPES}: {CLIPBOARD}"
+    hostile = f"machine b refused delivery: {ESCAPES}: {CLIPBOARD}\nharness daemon: all is well"
     for log in (stderr_log("harness relay"), Daemon(tmp_path / "a")._log, RemoteNode(tmp_path / "b")._log):
         log(hostile)
         printed = capsys.readouterr().err
         assert is_terminal_safe(printed) and "OWNED" in printed and "\x1b" not in printed
+        assert printed.count("\nharness") == 0  # a peer's line break starts no line that passes for ours
 
 
 LOCAL_TEAM = "localteam000000000000000000000001"
