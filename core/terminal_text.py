@@ -26,6 +26,8 @@ INVISIBLE: Final = frozenset(
     + "".join(map(chr, range(0xE0100, 0xE01F0)))
 )
 SHOWN_AS_CODE_POINTS: Final = BIDI_CONTROLS | INVISIBLE  # printable by isprintable(), removed all the same
+# Text (U+FE0E) and emoji (U+FE0F) presentation: admitted once, right after a non-ASCII symbol (`_admitted`).
+EMOJI_PRESENTATION: Final = frozenset("\ufe0e\ufe0f")
 
 
 def _visible(char: str) -> str:
@@ -41,14 +43,23 @@ def _visible(char: str) -> str:
     return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
-def _admitted(char: str, line_breaks: bool, tabs: bool) -> bool:
+def _admitted(char: str, before: str, line_breaks: bool, tabs: bool) -> bool:
+    """Whether `char`, after `before` (the character ahead of it, "" at the start), prints as itself."""
     if char == "\n":
         return line_breaks
     if char == "\t":
         return tabs
+    if char in EMOJI_PRESENTATION:
+        # One presentation selector right after a symbol draws it as an emoji (⚠️, ❤️): kept. Anywhere
+        # else (after a letter, another selector, nothing) it hides, so it is shown like the others.
+        return before > "\x7f" and before.isprintable() and before not in SHOWN_AS_CODE_POINTS
     # isprintable() is False exactly for the categories a terminal does not print as themselves: Cc, Cf,
     # Cs, Co, Cn, Zl, Zp and every space but U+0020.
     return char.isprintable() and char not in SHOWN_AS_CODE_POINTS
+
+
+def _admitted_all(text: str, line_breaks: bool, tabs: bool) -> list[bool]:
+    return [_admitted(char, text[i - 1] if i else "", line_breaks, tabs) for i, char in enumerate(text)]
 
 
 def terminal_safe(text: str, *, line_breaks: bool = True, tabs: bool = False) -> str:
@@ -60,12 +71,13 @@ def terminal_safe(text: str, *, line_breaks: bool = True, tabs: bool = False) ->
         return text  # the common case, at C speed
     if "\r\n" in text and line_breaks:
         text = text.replace("\r\n", "\n")
-    return "".join(char if _admitted(char, line_breaks, tabs) else _visible(char) for char in text)
+    kept = _admitted_all(text, line_breaks, tabs)
+    return "".join(char if ok else _visible(char) for char, ok in zip(text, kept, strict=True))
 
 
 def is_terminal_safe(text: str, *, line_breaks: bool = True, tabs: bool = False) -> bool:
     """What the terminal adapter checks before any write (defence in depth): nothing to remove."""
-    return all(_admitted(char, line_breaks, tabs) for char in text)
+    return all(_admitted_all(text, line_breaks, tabs))
 
 
 # A prompt that knows no bracketed paste (Grok CLI) cannot take a line break in a paste: it keeps one as a
@@ -96,6 +108,7 @@ def one_line(text: str, limit: int) -> str:
 
 __all__ = [
     "BIDI_CONTROLS",
+    "EMOJI_PRESENTATION",
     "INVISIBLE",
     "SHOWN_AS_CODE_POINTS",
     "ESCAPE_SIGN",

@@ -296,3 +296,21 @@ def test_a_payload_hidden_in_invisible_characters_is_shown() -> None:
     assert is_terminal_safe(shown) and shown.startswith("Looks good to me \U0001f44d\\U000e01")
     for char in sorted(INVISIBLE):
         assert char.isprintable() and terminal_safe(char) != char, hex(ord(char))
+
+
+def test_one_presentation_selector_after_a_symbol_is_kept_and_any_other_is_shown() -> None:
+    """⚠️, ❤️: agents write emoji with U+FE0F, and a notice stored before a selector was shown must still pass
+    the paste's own check. One selector right after a non-ASCII symbol is the emoji's; after a letter, after
+    another selector, or alone it carries nothing a reader sees, and is shown (a review's finding: escaping
+    every one of them made common emoji unreadable)."""
+    for kept in ("\u26a0\ufe0f", "\u2764\ufe0f ok", "\U0001f600\ufe0e"):
+        assert terminal_safe(kept) == kept and is_terminal_safe(kept)
+    for shown, expected in (
+        ("a\ufe0f", "a\\ufe0f"),
+        ("\ufe0f", "\\ufe0f"),
+        ("\u26a0\ufe0f\ufe0f", "\u26a0\ufe0f\\ufe0f"),
+        ("\u26a0\ufe0e\ufe0f", "\u26a0\ufe0e\\ufe0f"),
+        ("\x1b\ufe0f", f"{ESCAPE_SIGN}\\ufe0f"),
+    ):
+        assert terminal_safe(shown) == expected and not is_terminal_safe(shown)
+        assert terminal_safe(expected) == expected  # idempotent

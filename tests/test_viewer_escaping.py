@@ -304,6 +304,7 @@ async def test_finding_6_the_page_shows_peer_text_as_text_with_the_terminal_sign
                 # Unicode versions assign (Chromium's may know newer ones), lone surrogates and CR LF.
                 corpus = [chr(c) for c in range(0x110000) if unicodedata.category(chr(c)) not in {"Cn", "Cs"}]
                 corpus += ["\ud800", "\udfff", "a\r\nb", "a\rb", QUESTION]
+                corpus += ["\u26a0\ufe0f", "a\ufe0f", "\u26a0\ufe0f\ufe0f", "\U0001f600\ufe0e", " \ufe0f"]
                 got = await page.js(f"import('/app.js').then((app) => {json.dumps(corpus)}.map(app.shown))")
                 wrong = [(c, g) for c, g in zip(corpus, got, strict=True) if g != terminal_safe(c, tabs=True)]
                 assert wrong == []

@@ -52,6 +52,7 @@ const $ = (selector) => document.querySelector(selector);
 // sees that it was there. tests/test_viewer_escaping.py keeps the two equal over every code point.
 const BIDI_CONTROLS = new Set("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069");
 // Printable to Unicode, yet nothing on screen: variation selectors, fillers, the grapheme joiner, blank braille.
+const EMOJI_PRESENTATION = new Set("\ufe0e\ufe0f");
 const INVISIBLE = /^[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180d\u180f\u2800\u3164\uffa0\ufe00-\ufe0f\u{e0100}-\u{e01ef}]$/u;
 const NOT_PRINTED = /^[\p{C}\p{Z}]$/u; // Other (control, format, surrogate, private, unassigned), Separator
 
@@ -65,8 +66,12 @@ function visible(char) {
 
 export function shown(value) {
   const text = String(value).replaceAll("\r\n", "\n");
-  const kept = (char) => char === "\n" || char === "\t" || char === " " || !(NOT_PRINTED.test(char) || BIDI_CONTROLS.has(char) || INVISIBLE.test(char));
-  return Array.from(text, (char) => (kept(char) ? char : visible(char))).join("");
+  const printed = (char) => !(NOT_PRINTED.test(char) || BIDI_CONTROLS.has(char) || INVISIBLE.test(char));
+  // One presentation selector right after a non-ASCII symbol draws it as an emoji (⚠️): kept, as in core.
+  const presents = (char, before) => EMOJI_PRESENTATION.has(char) && before > "\x7f" && printed(before);
+  const kept = (char, before) => char === "\n" || char === "\t" || char === " " || printed(char) || presents(char, before);
+  const chars = Array.from(text);
+  return chars.map((char, i) => (kept(char, i ? chars[i - 1] : "") ? char : visible(char))).join("");
 }
 
 function put(node, text) {
