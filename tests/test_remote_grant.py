@@ -344,3 +344,30 @@ def test_a_team_takes_at_most_as_many_introductions_as_memberships_and_agent_ids
     for agent in ("", "a" * (DEFAULT_LIMITS.id_chars + 1)):
         refused = run(EMPTY_GRANTS, submit(NoticeKind.INTRODUCTION, agent=agent))
         assert isinstance(refused, Rejected) and refused.code is ErrorCode.BAD_REQUEST
+
+
+def test_an_id_exactly_at_its_bound_is_taken_and_a_refusal_names_what_it_refused() -> None:
+    longest = "t" * DEFAULT_LIMITS.id_chars
+    assert isinstance(run(EMPTY_GRANTS, d.Hold(1, longest)), Grants)
+    refused = run(EMPTY_GRANTS, d.Hold(1, longest + "t"))
+    assert isinstance(refused, Rejected) and refused.detail == f"the team id {longest[:40]!r} is not an id"
+    refused = run(introduced(), d.WithdrawMember(1, "t1", "../x", d.Reason.REMOVED))
+    assert isinstance(refused, Rejected) and refused.detail == "the membership id '../x' is not an id"
+    withdraw = d.Withdraw(1, "t1/" + "q" * 200 + "/question", d.Reason.CANCELLED)
+    refused = run(introduced(), withdraw)
+    assert isinstance(refused, Rejected)
+    assert refused.detail == f"the notice id {withdraw.notice_id[:40]!r} is not a notice id"
+
+
+def test_a_notice_is_withdrawn_or_read_by_its_teams_owner_only() -> None:
+    """Requests that name notices, not teams, are judged by the team each notice id names."""
+    grants = introduced()
+    mine = notice_id("t1", "q1", NoticeKind.QUESTION)
+    for command in (
+        d.Withdraw(1, mine, d.Reason.CANCELLED),
+        d.InboxRead(1, (mine,)),
+        d.AnswerRetrieved(1, mine),
+    ):
+        assert isinstance(run(grants, command), Grants), command
+        refused = run(grants, command, sender=OTHER)
+        assert isinstance(refused, Rejected) and refused.code is ErrorCode.NOT_FOUND, command

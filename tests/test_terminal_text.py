@@ -314,3 +314,19 @@ def test_one_presentation_selector_after_a_symbol_is_kept_and_any_other_is_shown
     ):
         assert terminal_safe(shown) == expected and not is_terminal_safe(shown)
         assert terminal_safe(expected) == expected  # idempotent
+
+
+def test_each_invisible_character_is_named_and_its_neighbours_are_not() -> None:
+    """The invisible characters, written out (the set in the code could be wrong with a test built from it),
+    with the edges of their ranges, and the visible characters just past those edges."""
+    hidden = "\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180f\u2800\u3164\uffa0"
+    hidden += "\ufe00\ufe0d\U000e0100\U000e01ef"
+    for char in hidden:
+        assert terminal_safe(f"a{char}") == f"a{_code_point(char)}", hex(ord(char))
+    for char in ("\ufe10", "\u2801", "\u3165"):
+        assert terminal_safe(f"a{char}") == f"a{char}", hex(ord(char))
+
+
+def _code_point(char: str) -> str:
+    code = ord(char)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
