@@ -24,10 +24,12 @@ def test_a_paired_machine_observes_only_teams_with_an_active_member_on_it() -> N
 
 
 def test_the_owners_other_requests_and_a_second_hold_leave_the_grants_as_they_are() -> None:
-    """Once a team's owner is bound, its hold, release, withdrawal of a notice and archive of a team that
-    introduced nobody here change no grant (the branch that falls through to the grants unchanged)."""
+    """Once a team's owner is bound, its hold, release and withdrawal of a notice change no grant (the branch
+    that falls through to the grants unchanged); its archive frees the team's place (remote-v1)."""
     bound = admit(EMPTY_GRANTS, here="m-here", sender="m-owner", command=d.Hold(1, "t1"), owned_here=())
     assert isinstance(bound, Grants) and bound.owner("t1") == "m-owner"
-    for command in (d.Hold(2, "t1"), d.Release(2, "t1"), d.WithdrawTeam(2, "t1")):
+    for command in (d.Hold(2, "t1"), d.Release(2, "t1")):
         again = admit(bound, here="m-here", sender="m-owner", command=command, owned_here=())
         assert again is bound, command
+    archived = admit(bound, here="m-here", sender="m-owner", command=d.WithdrawTeam(2, "t1"), owned_here=())
+    assert archived == EMPTY_GRANTS
