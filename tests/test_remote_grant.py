@@ -371,3 +371,15 @@ def test_a_notice_is_withdrawn_or_read_by_its_teams_owner_only() -> None:
         assert isinstance(run(grants, command), Grants), command
         refused = run(grants, command, sender=OTHER)
         assert isinstance(refused, Rejected) and refused.code is ErrorCode.NOT_FOUND, command
+
+
+def test_an_agent_id_from_one_character_to_its_bound_is_taken() -> None:
+    for agent in ("a", "a" * DEFAULT_LIMITS.id_chars):
+        assert isinstance(run(EMPTY_GRANTS, submit(NoticeKind.INTRODUCTION, agent=agent)), Grants), len(agent)
+    long = "a" * (DEFAULT_LIMITS.id_chars + 1)
+    refused = run(EMPTY_GRANTS, submit(NoticeKind.INTRODUCTION, agent=long))
+    assert isinstance(refused, Rejected)
+    assert (
+        refused.detail
+        == f"the agent id {long[:40]!r} is empty or longer than {DEFAULT_LIMITS.id_chars} characters"
+    )
