@@ -88,12 +88,18 @@ LINE_JOIN: Final = f" {LINE_SIGN} "
 ONE_LINE_EXCERPT: Final = "[... excerpt; full text: inbox or status ID (the id above) with your team command]"
 
 
+def without_line_signs(text: str) -> str:
+    """`text` with each ␤ shown as its code point: in the one-line form a ␤ stands for a line break, so one
+    that a peer typed would pass for one (and for the quoting after it). For peer text, before the framing
+    is added: `one_line` itself must stay idempotent over its own ␤."""
+    return text.replace(LINE_SIGN, _visible(LINE_SIGN))
+
+
 def one_line(text: str, limit: int) -> str:
     """`text` terminal-safe on one line of at most `limit` characters: its lines joined by LINE_JOIN. A longer
     one keeps its first lines and its last (a notice's last line says how to answer, or that it is peer
     context), cuts what is between, and says so where it cut. Nothing in the result is a line break."""
-    # A ␤ the text itself holds would pass for a line break of its own: it is shown as its code point.
-    lines = terminal_safe(text).replace(LINE_SIGN, _visible(LINE_SIGN)).split("\n")
+    lines = terminal_safe(text).split("\n")
     joined = LINE_JOIN.join(lines)
     if len(joined) <= limit:
         return joined
@@ -118,4 +124,5 @@ __all__ = [
     "is_terminal_safe",
     "one_line",
     "terminal_safe",
+    "without_line_signs",
 ]
