@@ -12,7 +12,11 @@
 # one past the cap closes the oldest, so a flood only shortens how long each may take) and authenticated
 # ones (at most `max_connections`, one per address; a new one past the cap closes the one that routed a
 # frame least recently, so a machine pushed out comes back at its next retry and strangers must open
-# `max_connections` more connections to push it out again). Every message is bounded before it is parsed
+# `max_connections` more connections to push it out again). What the authenticated connections make the relay
+# hold (the unfinished message each is sending, the frames queued to each) shares one relay-wide budget,
+# `held_bytes`: past it, the connection that has held bytes the longest is closed, so strangers trickling
+# unfinished messages over many connections hold at most the budget, and a machine that sends and reads at
+# the pace of its link is not the one closed. Every message is bounded before it is parsed
 # (core/bounded_json); a refusal is a notice or a closed connection, counted, and logged at most once per
 # kind per interval; a fault while serving one connection closes that connection only.
 #
@@ -31,7 +35,7 @@ import hmac
 import json
 import secrets
 import traceback
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Final
@@ -81,6 +85,9 @@ class RelayLimits:
     hello_bytes: int = 16 << 10  # read from a connection before its welcome (HTTP upgrade and hello)
     max_pending: int = 256  # connections not yet authenticated; one more closes the oldest of them
     max_connections: int = 1024  # authenticated ones; one more closes the one that routed least recently
+    # Relay-wide, over authenticated connections: unfinished incoming messages and queued outgoing frames.
+    # Past it, the connection that has held bytes the longest is closed.
+    held_bytes: int = 256 << 20
 
     @property
     def message_chars(self) -> int:
@@ -96,22 +103,34 @@ class RelayError(Exception):
 class _Peer:
     address: str
     ws: WebSocketConnection
+    stream: _Metered
     send: trio.MemorySendChannel[str]
     receive: trio.MemoryReceiveChannel[str]
     scope: trio.CancelScope
     queued_bytes: int = 0
+    queued_at: deque[float] = attrs.Factory(deque)  # when each queued frame was queued, the oldest first
+    unfinished_bytes: int = 0  # read since the last message it finished
+    unfinished_since: float = 0.0
     drops_in_a_row: int = 0
     close_reason: str = ""
+    let_go: bool = False  # it ended, or was closed: nothing it holds counts
+
+    def holding_since(self) -> float:
+        """Since when it makes the relay hold bytes (infinity when it holds none)."""
+        since = self.queued_at[0] if self.queued_at else float("inf")
+        return min(since, self.unfinished_since) if self.unfinished_bytes else since
 
 
 class _Metered(trio.abc.Stream):
     """A connection's TCP stream as the WebSocket layer reads it. Until the connection is authenticated
     (`budget` None) at most `budget` bytes are read from it; past that it reads as closed, so a stranger
-    cannot make the relay hold a large upgrade request or hello."""
+    cannot make the relay hold a large upgrade request or hello. Once it is, every read is told to
+    `on_read` (the relay's count of what it holds), and a budget of 0 closes it from this side."""
 
     def __init__(self, stream: trio.abc.Stream, budget: int) -> None:
         self.stream = stream
         self.budget: int | None = budget
+        self.on_read: Callable[[int], None] = lambda count: None
         self.exceeded = False
         self.evicted = False  # closed to admit a newer connection
 
@@ -123,13 +142,15 @@ class _Metered(trio.abc.Stream):
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
         if self.budget is None:
-            return await self.stream.receive_some(max_bytes)
-        if self.budget <= 0:
+            data = await self.stream.receive_some(max_bytes)
+        elif self.budget <= 0:
             self.exceeded = True
             return b""
-        data = await self.stream.receive_some(min(max_bytes or self.budget, self.budget))
-        if self.budget is not None:  # not lifted while this read waited
+        else:
+            data = await self.stream.receive_some(min(max_bytes or self.budget, self.budget))
+        if self.budget is not None:  # not lifted (or closed) while this read waited
             self.budget -= len(data)
+        self.on_read(len(data))
         return data
 
     async def aclose(self) -> None:
@@ -179,6 +200,7 @@ class Relay:
         self._log = ThrottledLog(log or (lambda line: None))
         self._peers: dict[str, _Peer] = {}  # by address, the one that routed least recently first
         self._pending: dict[_Metered, trio.CancelScope] = {}  # the oldest first
+        self._held = 0  # bytes the authenticated connections make it hold, within limits.held_bytes
 
     async def serve(
         self, port: int = 0, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED
@@ -196,6 +218,10 @@ class Relay:
         """Connections that have not proved an address yet."""
         return len(self._pending)
 
+    def held(self) -> int:
+        """Bytes the authenticated connections make it hold: unfinished messages, queued frames."""
+        return self._held
+
     def _seen(self, direction: str, message: str) -> None:
         if self._observe is not None:
             self._observe(direction, message)
@@ -212,7 +238,7 @@ class Relay:
                 proven = await self._admit(nursery, metered)
                 if proven is not None:
                     metered.budget = None
-                    await self._serve_peer(*proven)
+                    await self._serve_peer(*proven, metered)
                 nursery.cancel_scope.cancel()
         except* _GONE:
             pass
@@ -278,7 +304,7 @@ class Relay:
             return None
         return ws, address
 
-    async def _serve_peer(self, ws: WebSocketConnection, address: str) -> None:
+    async def _serve_peer(self, ws: WebSocketConnection, address: str, stream: _Metered) -> None:
         old = self._peers.pop(address, None)
         if old is not None:  # the same machine reconnected: the newer connection wins
             self._disconnect(old, "replaced by a newer connection")
@@ -287,8 +313,9 @@ class Relay:
             self._disconnect(quiet, "the relay is full and this connection routed least recently")
             self._refused("quiet_evicted", f"{self.limits.max_connections} connections are authenticated")
         send, receive = trio.open_memory_channel[str](self.limits.queue_frames)
-        peer = _Peer(address, ws, send, receive, trio.CancelScope())
+        peer = _Peer(address, ws, stream, send, receive, trio.CancelScope())
         self._peers[address] = peer
+        stream.on_read = lambda count: self._read(peer, count)
         self.stats["connections"] += 1
         try:
             with peer.scope:
@@ -299,6 +326,7 @@ class Relay:
         finally:
             if self._peers.get(address) is peer:
                 del self._peers[address]
+            self._let_go(peer)
             with trio.move_on_after(1.0) as cleanup:
                 cleanup.shield = True
                 await ws.aclose(4008 if peer.close_reason else 1000, peer.close_reason or "bye")
@@ -307,9 +335,50 @@ class Relay:
         peer.close_reason = reason
         peer.scope.cancel()
 
+    def _let_go(self, peer: _Peer) -> None:
+        """It ends: nothing it held counts any more, and nothing more is read from it."""
+        self._held -= peer.unfinished_bytes + peer.queued_bytes
+        peer.unfinished_bytes = peer.queued_bytes = 0
+        peer.queued_at.clear()
+        peer.let_go = True
+        peer.stream.budget = 0
+
+    def _read(self, peer: _Peer, count: int) -> None:
+        if count == 0 or peer.let_go:
+            return
+        if peer.unfinished_bytes == 0:
+            peer.unfinished_since = trio.current_time()
+        peer.unfinished_bytes += count
+        self._held += count
+        self._room_for(0, peer)
+
+    def _finished(self, peer: _Peer) -> None:
+        """It finished a message (the relay took it from the WebSocket layer)."""
+        self._held -= peer.unfinished_bytes
+        peer.unfinished_bytes = 0
+
+    def _room_for(self, count: int, peer: _Peer) -> bool:
+        """Close the connections that have held bytes the longest until `count` more bytes for `peer` fit
+        within `held_bytes`; False when `peer` itself was closed for it."""
+        while self._held + count > self.limits.held_bytes:
+            longest = min(self._peers.values(), key=_Peer.holding_since, default=None)
+            if longest is None or longest.holding_since() == float("inf"):
+                return False
+            del self._peers[longest.address]
+            self._let_go(longest)
+            self._disconnect(longest, "the relay holds too much and this connection held bytes the longest")
+            self._refused("held_evicted", f"the connections hold more than {self.limits.held_bytes} bytes")
+            if longest is peer:
+                return False
+        return True
+
     async def _writer(self, peer: _Peer) -> None:
         async for message in peer.receive:
+            if peer.let_go:  # closed for the budget while this frame was being handed over
+                break
             peer.queued_bytes -= len(message)
+            self._held -= len(message)
+            peer.queued_at.popleft()
             with trio.move_on_after(self.limits.send_timeout) as deadline:
                 try:
                     await peer.ws.send_message(message)
@@ -326,11 +395,15 @@ class Relay:
     def _enqueue(self, peer: _Peer, message: str) -> bool:
         if peer.queued_bytes + len(message) > self.limits.queue_bytes:
             return False
+        if not self._room_for(len(message), peer):
+            return False
         try:
             peer.send.send_nowait(message)
         except (trio.WouldBlock, trio.ClosedResourceError):
             return False
         peer.queued_bytes += len(message)
+        self._held += len(message)
+        peer.queued_at.append(trio.current_time())
         return True
 
     def _notice(self, peer: _Peer, kind: str, detail: str, to: object = None, ref: object = None) -> None:
@@ -370,6 +443,7 @@ class Relay:
                 message = await peer.ws.get_message()
             except ConnectionClosed:
                 return
+            self._finished(peer)
             if not isinstance(message, str):
                 self._refused("frame_binary", "a binary message")
                 self._notice(peer, BAD_FRAME, "binary messages are not accepted")

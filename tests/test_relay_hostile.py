@@ -9,9 +9,10 @@ import contextlib
 import json
 from collections.abc import Callable
 
+import pytest
 import trio
 from trio.testing import MockClock
-from trio_websocket import WebSocketRequest, serve_websocket
+from trio_websocket import ConnectionClosed, WebSocketRequest, serve_websocket
 
 from harness.io.relay import HOST, Frame, Notice, Relay, RelayError, RelayLimits, connect_relay
 from harness.io.seal import Identity, b64
@@ -121,6 +122,60 @@ async def test_a_connection_sending_more_than_hello_bytes_before_its_welcome_is_
     relay, url = await start(nursery, RelayLimits(hello_bytes=4096))
     back, _ = await send_hello(url, json.dumps({"type": "hello", "publicKey": "A" * 8000, "proof": ""}))
     assert back == [] and relay.stats["hello_too_large"] == 1 and relay.connected() == []
+
+
+def unfinished_text_frame(declared: int, sent: int) -> bytes:
+    """The start of one masked WebSocket text frame declaring `declared` payload bytes, with `sent` of them
+    (the zero mask: the payload is plain ASCII)."""
+    assert sent < declared
+    return bytes([0x81, 0x80 | 127]) + declared.to_bytes(8, "big") + bytes(4) + b"a" * sent
+
+
+async def test_strangers_trickling_unfinished_messages_hold_at_most_the_relay_wide_budget(
+    nursery: trio.Nursery,
+) -> None:
+    """Strangers who authenticate and then send most of a message and never its end (found by a review:
+    each held up to 2.8 MB, ~3 GB over 1,024 connections) share one budget with every queued frame: past
+    it the connection that has held bytes the longest is closed, oldest first, and two machines that send
+    and read at the pace of their link go on exchanging frames."""
+    part = 60 << 10
+    held_by_one = 14 + part  # the frame's header and the part of its payload
+    limits = RelayLimits(blob_bytes=64 << 10, held_bytes=3 * held_by_one + 1000)
+    relay, url = await start(nursery, limits)
+    a, b = Identity.generate(), Identity.generate()
+    async with (
+        connect_relay(url, a, blob_bytes=limits.blob_bytes) as ca,
+        connect_relay(url, b, blob_bytes=limits.blob_bytes) as cb,
+        contextlib.AsyncExitStack() as stack,
+    ):
+        strangers = []
+        for number in range(8):
+            stranger = await stack.enter_async_context(connect_relay(url, Identity.generate()))
+            await stranger.ws._stream.send_all(unfinished_text_frame(2 * part, part))
+            strangers.append(stranger)
+            await until(
+                lambda n=number: relay.held() == min(n + 1, 3) * held_by_one
+                and relay.stats["held_evicted"] == max(0, n + 1 - 3)
+            )
+        for stranger in strangers[:5]:  # the five that had held bytes the longest were closed
+            with trio.fail_after(WAIT), pytest.raises(ConnectionClosed) as closed:
+                await stranger.ws.get_message()
+            assert closed.value.reason.code == 4008, closed.value.reason
+        assert all(stranger.ws.closed is None for stranger in strangers[5:])
+
+        blob = b"x" * (48 << 10)
+        for _ in range(3):
+            await ca.send(b.address, blob)
+            with trio.fail_after(WAIT):
+                assert await cb.receive() == Frame(a.address, blob)
+            assert relay.held() <= limits.held_bytes
+        assert {a.address, b.address} <= set(relay.connected())
+        # Delivered frames and finished messages hold nothing: only the strangers still open do.
+        still_open = [s for s in strangers if s.address in relay.connected()]
+        assert relay.held() == len(still_open) * held_by_one and len(still_open) <= 2, relay.stats
+        await stack.aclose()  # a connection that ends holds nothing either
+        await until(lambda: relay.held() == 0)
+    assert relay.stats["held_evicted"] >= 6, relay.stats  # room for a's frames came from strangers
 
 
 # --- the client against a hostile or refusing relay ---------------------------------------------------------
