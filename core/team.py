@@ -56,6 +56,7 @@ from .errors import ErrorCode, Rejected
 from .limits import DEFAULT_LIMITS, MINUTE_MS, Limits
 from .outcome import Accepted, reject, unchanged
 from .records import (
+    ID_PATTERN,
     REASON_PATTERN,
     USER,
     Answer,
@@ -143,8 +144,6 @@ TEAM_GATE: Mapping[tuple[TeamState, str], TeamState | ErrorCode] = {
     (T.ARCHIVED, "record_delivery"): T.ARCHIVED,
 }
 
-
-_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*")
 
 TeamOutcome = Accepted[Team] | Rejected
 
@@ -489,7 +488,7 @@ def _same_member(member: Membership, new: NewMember) -> bool:
 def _check_id(value: str, what: str, limits: Limits) -> Rejected | None:
     if len(value) > limits.id_chars:
         return reject(E.BOUND_EXCEEDED, f"{what} is longer than {limits.id_chars} characters", "id_chars")
-    if not _ID.fullmatch(value):
+    if not ID_PATTERN.fullmatch(value):
         return reject(E.BAD_REQUEST, f"{what} {value!r} must be letters, digits, '.', '_', ':' or '-'")
     return None
 

@@ -343,8 +343,8 @@ class RemoteNode:
 
     def peer(self, ref: str) -> pairing.Peer | None:
         """A paired machine by machine id or relay address (re-reading peers.json when it changed)."""
-        self._reload_peers()
-        return self._peers.get(ref) or next((p for p in self._peers.values() if p.address == ref), None)
+        by_address = self.peer_at(ref)  # re-reads peers.json first
+        return self._peers.get(ref) or by_address
 
     def peer_at(self, address: str) -> pairing.Peer | None:
         """The paired machine at relay address `address`: how a frame's sender is known. Never by machine
