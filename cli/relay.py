@@ -59,6 +59,16 @@ def serve(
             help="Connections still proving their address; one more closes the oldest of them.",
         ),
     ] = RelayLimits().max_pending,
+    *,
+    held_bytes: Annotated[
+        int,
+        typer.Option(
+            "--held-bytes",
+            min=1 << 20,
+            help="Bytes the authenticated connections may make the relay hold at once (unfinished messages, "
+            "queued frames); past it, the connection that has held bytes the longest is closed.",
+        ),
+    ] = RelayLimits().held_bytes,
     record: Annotated[
         Path | None,
         typer.Option(
@@ -84,7 +94,12 @@ def serve(
                 raise SystemExit(output.USAGE) from None
             out = stack.enter_context(open(fd, "a", encoding="utf-8"))
         observe = None if out is None else Recorder(out)
-        limits = RelayLimits(queue_frames=queue, max_connections=max_connections, max_pending=max_pending)
+        limits = RelayLimits(
+            queue_frames=queue,
+            max_connections=max_connections,
+            max_pending=max_pending,
+            held_bytes=held_bytes,
+        )
         relay = Relay(limits, observe=observe, log=say)
         raise_open_files_limit()  # each connection is a descriptor: the caps bound them, not the default
 

@@ -130,7 +130,7 @@ class _Metered(trio.abc.Stream):
     def __init__(self, stream: trio.abc.Stream, budget: int) -> None:
         self.stream = stream
         self.budget: int | None = budget
-        self.on_read: Callable[[int], None] = lambda count: None
+        self.on_read: Callable[[int], None] = _ignored
         self.exceeded = False
         self.evicted = False  # closed to admit a newer connection
 
@@ -155,6 +155,10 @@ class _Metered(trio.abc.Stream):
 
     async def aclose(self) -> None:
         await self.stream.aclose()
+
+
+def _ignored(count: int) -> None:
+    """A stream's reads before its connection is authenticated, and after it ends."""
 
 
 def _dump(frame: dict[str, Any]) -> str:
@@ -342,6 +346,7 @@ class Relay:
         peer.queued_at.clear()
         peer.let_go = True
         peer.stream.budget = 0
+        peer.stream.on_read = _ignored  # the peer's closure on it: freed by reference counts, no cycle left
 
     def _read(self, peer: _Peer, count: int) -> None:
         if count == 0 or peer.let_go:

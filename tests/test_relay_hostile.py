@@ -6,7 +6,9 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
+import weakref
 from collections.abc import Callable
 
 import pytest
@@ -176,6 +178,30 @@ async def test_strangers_trickling_unfinished_messages_hold_at_most_the_relay_wi
         await stack.aclose()  # a connection that ends holds nothing either
         await until(lambda: relay.held() == 0)
     assert relay.stats["held_evicted"] >= 6, relay.stats  # room for a's frames came from strangers
+
+
+async def test_a_connection_closed_for_the_budget_is_freed_by_reference_counts(nursery: trio.Nursery) -> None:
+    """What a closed connection held is given back when it closes, not at the cyclic collector's next run,
+    which counts objects, not bytes (a stranger's unfinished 2 MB message is one object): with the peer
+    closed over by its own stream's read hook, a relay with a 64 MB budget grew to 292 MB
+    (scripts/bench_relay_held.py)."""
+    part = 60 << 10
+    relay, url = await start(nursery, RelayLimits(blob_bytes=64 << 10, held_bytes=part + (part >> 1)))
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            first = await stack.enter_async_context(connect_relay(url, Identity.generate()))
+            await first.ws._stream.send_all(unfinished_text_frame(2 * part, part))
+            await until(lambda: relay.held() > 0)
+            held_first = weakref.ref(relay._peers[first.address])
+            second = await stack.enter_async_context(connect_relay(url, Identity.generate()))
+            await second.ws._stream.send_all(unfinished_text_frame(2 * part, part))
+            await until(lambda: relay.stats["held_evicted"] == 1 and first.address not in relay.connected())
+            await until(lambda: held_first() is None)  # gone with no collection run
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 # --- the client against a hostile or refusing relay ---------------------------------------------------------
