@@ -92,8 +92,12 @@ class AgentActions:
         return {"machineId": self.machine_id, "agents": [entry_view(entry) for entry in entries]}
 
     async def show(self, request: Request) -> object:
+        """One registered agent and what the desk last saw of it. Asked with a team (the web page always
+        asks with its own), only an agent holding a membership of that team here is shown."""
         with _agent_errors():
             entry = self.agents.show(request.text("agentId"))
+        if request.team_id is not None and not self._in_team(request.team_id, entry.agent_id):
+            raise ActionError("not_found", f"no agent {entry.agent_id!r} in team {request.team_id!r} here")
         session = self.desk.desk.sessions.get(entry.agent_id)
         delivery = None
         if session is not None:  # what the desk last saw of its terminal and what waits for it
@@ -105,6 +109,12 @@ class AgentActions:
                 "writing": session.writing,
             }
         return {**entry_view(entry), "machineId": self.machine_id, "delivery": delivery}
+
+    def _in_team(self, team_id: str, agent_id: str) -> bool:
+        team = None if self.ledger is None else self.ledger.durable.teams.get(team_id)
+        return team is not None and any(
+            m.machine_id == self.machine_id and m.agent_id == agent_id for m in team.members.values()
+        )
 
     async def remove(self, request: Request) -> object:
         with _agent_errors():

@@ -46,8 +46,8 @@ from harness.io.listeners import (
     open_local_stream,
     raise_open_files_limit,
 )
+from harness.io.loopback_peer import same_user_over_loopback
 from harness.io.rpc import (
-    ACTIONS,
     INCOMPATIBLE,
     PROTOCOL,
     REQUEST_TYPE,
@@ -135,7 +135,9 @@ class WebServer:
         self.team_id = team_id
         self.daemon_socket = daemon_socket
         self.port = 0
-        self.listener = Listener("web", limits, log)
+        # A TCP port: the kernel's sock_diag names the client's user (io/loopback_peer.py), as SO_PEERCRED
+        # does on the Unix sockets, and another user's connection is closed before a byte of it is read.
+        self.listener = Listener("web", limits, log, peer_ok=lambda s: same_user_over_loopback(s.socket))
         self._log = log
         self._tickets: list[str] = []
         self._sessions: list[str] = []
@@ -375,8 +377,8 @@ class WebServer:
         fields = {k: v for k, v in frame.items() if k not in {"type", "requestId", "action", "teamId"}}
         fields.pop("memberKey", None)
         fields.pop("ownerToken", None)
-        team_id = self.team_id if ACTIONS[action].needs_team else None
-        return request_frame(request_id, action, team_id=team_id, owner_token=token, fields=fields)
+        # Always this server's team: an action that names none (agent_show) is then scoped to its roster.
+        return request_frame(request_id, action, team_id=self.team_id, owner_token=token, fields=fields)
 
 
 async def _to_page(daemon: WebSocketConnection, page: WebSocketConnection, scope: trio.CancelScope) -> None:

@@ -1,7 +1,8 @@
 # What another local user can do with a member key it read from `ps`, a pane's scrollback or a shell history:
 # run by tests/test_local_trust.py as uid 65534 (setpriv), it tries the key on every channel of a harness
 # machine (the daemon's socket, the remote gateway's socket, the web page's port) and prints one JSON object
-# saying what each channel did. The job arrives on stdin: {"daemon", "gateway", "webPort", "team", "key"}.
+# saying what each channel did. The job arrives on stdin: {"daemon", "gateway", "webPort", "team", "key",
+# "ticket"?} (a valid page ticket, as leaked by a browser's command line).
 from __future__ import annotations
 
 import json
@@ -30,17 +31,29 @@ def _web(port: int, job: dict[str, Any]) -> str:
     sock = raw_ws.open_tcp(port)
     try:
         where = f"127.0.0.1:{port}"
-        status = raw_ws.upgrade(sock, host=where, path="/ws", origin=f"http://{where}")
+        try:
+            status = raw_ws.upgrade(sock, host=where, path="/ws", origin=f"http://{where}")
+        except OSError as error:
+            return f"closed: {error}"
+        if not status:
+            return "closed: no answer"
         if not status.startswith("HTTP/1.1 101"):
             return f"refused: {status}"
-        sock.sendall(raw_ws.text(json.dumps({"type": "hello", "ticket": job["key"], "session": job["key"]})))
+        hello = {"type": "hello", "ticket": job["key"], "session": job["key"]}
+        if "ticket" in job:  # a page ticket, as a browser's command line shows it to every user
+            hello = {"type": "hello", "ticket": job["ticket"]}
+        sock.sendall(raw_ws.text(json.dumps(hello)))
         request = {"type": "team", "requestId": "r", "action": "ask", "teamId": job["team"],
                    "memberKey": job["key"], "to": "bob", "text": "id > /tmp/owned"}  # fmt: skip
         sock.sendall(raw_ws.text(json.dumps(request)))
         answers = []
         while (answer := raw_ws.reply(sock)) is not None:
             answers.append(json.loads(answer).get("type"))
+            if json.loads(answer).get("requestId") == "r":  # the page's session stays open after it
+                break
         return f"refused: {answers}" if answers == ["web_refused"] else f"served: {answers}"
+    except OSError as error:
+        return f"closed: {error}"
     finally:
         raw_ws.close(sock)
 

@@ -152,3 +152,39 @@ async def test_only_the_pages_actions_on_its_own_team_are_relayed(tmp_path: Path
         assert got["result"]["id"] == TEAM
         paused = await ask("pause")
         assert paused["result"]["state"] == "paused"
+
+
+async def test_the_page_is_shown_only_agents_of_its_own_team(tmp_path: Path) -> None:
+    """A review read an agent of no team (its tmux socket and pane) through a team's page: the page asks
+    `agent_show` with its server's team, and an agent holding no membership of it here is not found."""
+    async with serving(tmp_path) as (daemon, server), page(server) as ws:
+        home = tmp_path / "home"
+
+        def owner(action: str, team_id: str | None = None, **fields: Any) -> Any:
+            with Client(daemon.socket_path) as client:
+                token = homes.read_owner_token(home)
+                return client.request(action, team_id=team_id, owner_token=token, fields=fields)
+
+        here = homes.machine_id(home)
+        tmux = {"socket": "harness-test", "target": "%3"}
+        await trio.to_thread.run_sync(
+            lambda: owner("add", TEAM, id="m-local", machineId=here, agentId="agent-local", name="loc")
+        )
+        for agent in ("agent-local", "agent-outsider"):
+            await trio.to_thread.run_sync(
+                lambda a=agent: owner("agent_register", agentId=a, name=a, engine="claude", tmux=tmux)
+            )
+        await ws.send_message(json.dumps({"type": "hello", "ticket": server.mint_ticket()}))
+        await frames_until(ws, "web_link")
+
+        async def show(agent: str) -> dict[str, Any]:
+            request = {"type": "team", "requestId": f"r-{agent}", "action": "agent_show", "agentId": agent}
+            await ws.send_message(json.dumps(request))
+            return await frames_until(ws, "team_result")
+
+        assert (await show("agent-local"))["result"]["tmux"] == tmux
+        refused = await show("agent-outsider")
+        assert refused["error"] == "not_found" and "tmux" not in json.dumps(refused), refused
+        # The owner's own call names no team and sees every agent of the machine.
+        shown = await trio.to_thread.run_sync(lambda: owner("agent_show", agentId="agent-outsider"))
+        assert shown["tmux"] == tmux
