@@ -29,6 +29,8 @@ from .values import replace
 E = ErrorCode
 
 OWNER: Final = "owner"
+# The operation ids of the daemon's set_members (`members:TEAM_REVISION`); no other command may use them.
+MEMBERS_OP_PREFIX: Final = "members:"
 """How a record names the team's owner (the person) where it names an actor: the owner has no membership."""
 
 
@@ -487,6 +489,16 @@ def _allowed(board: Board, name: str, actor: str | None) -> Rejected | None:
     if member is None or member.state is not MemberState.ACTIVE:
         return reject(E.UNAUTHORIZED, f"{actor!r} is not an active member of this board")
     return None
+
+
+def caller_op_problem(op: str, limits: BoardLimits = DEFAULT_BOARD_LIMITS) -> Rejected | None:
+    """Why the shell refuses `op` as the operation id a caller chose, or None. An operation id is an id, and
+    the daemon's own (`members:`, its set_members) are no caller's: a member that took `members:N` for its
+    notes froze every board request at the next team revision. Checked at admission, not by `step`, so a
+    journal written before the rule replays as it was accepted."""
+    if op.startswith(MEMBERS_OP_PREFIX):
+        return reject(E.BAD_REQUEST, f"operation ids beginning {MEMBERS_OP_PREFIX!r} are the daemon's own")
+    return _check_id(op, "the operation id", limits)
 
 
 def _repeat(board: Board, command: BoardCommand) -> BoardOutcome | None:

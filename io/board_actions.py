@@ -10,7 +10,7 @@ from typing import Any
 
 import attrs
 
-from harness.core.board import BOARD_COMMAND_NAMES, BoardCommand, Session
+from harness.core.board import BOARD_COMMAND_NAMES, BoardCommand, Session, caller_op_problem
 from harness.core.codec import board_command_from_json, board_result_view, board_view
 from harness.core.errors import ErrorCode, Rejected
 from harness.core.records import Team, TeamState
@@ -56,6 +56,9 @@ class BoardActions:
         team = self.access.team(request)
         viewer = self.access.viewer(team, request)
         op = request.opt_text("id") or secrets.token_hex(ID_BYTES)
+        refused = caller_op_problem(op, self.boards.limits)
+        if refused is not None:
+            raise rejected_error(refused, op[:64])
         data = request.fields.get("command")
         if not isinstance(data, dict) or not isinstance(data.get("type"), str):
             raise ActionError(BAD_REQUEST, "'command' must be an object with a string 'type'", op)

@@ -23,6 +23,7 @@ import trio
 from harness.core.board import (
     BOARD_COMMAND_NAMES,
     DEFAULT_BOARD_LIMITS,
+    MEMBERS_OP_PREFIX,
     Board,
     BoardCommand,
     BoardLimits,
@@ -215,7 +216,8 @@ class BoardRunner:
         )
         wanted = active_members(team)
         if set(members) != set(wanted):  # set_members is the owner's: the shell acts as the owner here
-            follow = SetMembers(f"members:{team.revision}", board.session, None, self._now(), wanted)
+            op = f"{MEMBERS_OP_PREFIX}{team.revision}"
+            follow = SetMembers(op, board.session, None, self._now(), wanted)
             outcome = await self._step(team.id, board, follow)
             if isinstance(outcome, Rejected):
                 return outcome

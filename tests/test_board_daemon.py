@@ -166,6 +166,37 @@ def test_two_members_share_a_board_across_a_crash(daemon: Daemon, tmp_path: Path
     }
 
 
+def test_a_member_cannot_take_the_daemons_operation_ids_or_unbounded_ones(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    """An adversarial review: a member sent notes to itself under `members:2` .. `members:199`, the ids of the
+    daemon's own set_members; once the owner removed it, every board request of everyone failed with
+    `conflict: operation id 'members:9' was already used`, and the board never saw the removal. A take_role
+    under a 240,000-character operation id holding ESC ]52 was kept. Operation ids a caller chooses are ids
+    within `id_chars` (board-v1 section 5), and never the daemon's."""
+    home = daemon.home
+    keys = create_team(home, tmp_path, ("bob", "mallory"))
+    note = {"type": "send_note", "to": {"kind": "member", "name": "mallory"}, "text": "x"}
+    role = {"type": "define_role", "name": "r", "description": "d"}
+    for op, command, code in (
+        ("members:2", note, "bad_request"),
+        ("members:9", {"type": "take_role", "role": "r"}, "bad_request"),
+        ("x" * 129, {"type": "take_role", "role": "r"}, "bound_exceeded"),
+        ("\x1b]52;c;cm0gLXJmIH4=\x07\u202e", note, "bad_request"),
+    ):
+        with pytest.raises(RemoteError) as caught:
+            rpc(home, "board", keys["mallory"], id=op, command=command)
+        assert caught.value.code == code, (op[:20], caught.value)
+    with pytest.raises(RemoteError) as caught:  # the owner's ids are checked as well
+        rpc(home, "board", None, id="members:3", command=role)
+    assert caught.value.code == "bad_request"
+    assert rpc(home, "board", keys["mallory"], id="note-1", command=note)["operationId"] == "note-1"
+
+    ok(cli(home, "team", "--home", str(home), "--team", "t1", "remove", "mallory"))
+    states = {m["id"]: m["state"] for m in rpc(home, "board_get", keys["bob"])["members"]}
+    assert sorted(states.values()) == ["active", "removed"], states
+
+
 def test_a_recreated_team_starts_a_new_board_generation(daemon: Daemon, tmp_path: Path) -> None:
     home = daemon.home
     keys = create_team(home, tmp_path, ("alice",))

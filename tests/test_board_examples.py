@@ -367,3 +367,18 @@ def test_previews_say_when_they_cut() -> None:
 def test_the_measure_is_the_compact_json_of_each_record() -> None:
     role_record = b.Role("dev", "é", (), 5)
     assert b.weight(role_record) == len('["dev","é",[],5]'.encode())
+
+
+def test_an_operation_id_a_caller_chooses_is_an_id_and_never_the_daemons() -> None:
+    """board-v1 section 8 (RPC): a member's notes under `members:N` once froze every board request."""
+    for op, code, bound in (
+        ("members:1", "bad_request", None),
+        ("members:", "bad_request", None),
+        ("x" * 129, "bound_exceeded", "id_chars"),
+        ("a b", "bad_request", None),
+        ("\x1b]0;x\x07", "bad_request", None),
+    ):
+        refused = b.caller_op_problem(op)
+        assert refused is not None and (refused.code.value, refused.bound) == (code, bound), op
+    for op in ("x" * 128, "members", "note-1", "Members:1", "m:members:1"):
+        assert b.caller_op_problem(op) is None, op
