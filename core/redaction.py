@@ -46,7 +46,7 @@ PATTERNS: Final[Mapping[str, str]] = {
     "ghr": r"ghr_" + _BODY,
     "github_pat": r"github_pat_" + _BODY,
     "member_key": _NOT_WORD_BEFORE + f"[0-9a-f]{{{MEMBER_KEY_HEX}}}" + _NOT_WORD_AFTER,
-    "owner_token": r"(?i:owner[-_]?token)[\"'\s]*[:=]?[\"'\s]*"
+    "owner_token": r"(?i:owner[-_]?token)[\"'\s]*(?:[:=][\"'\s]*)?"
     + f"(?P<secret>[0-9a-f]{{{OWNER_TOKEN_HEX}}})"
     + _NOT_WORD_AFTER,
 }

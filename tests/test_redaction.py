@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -267,3 +268,39 @@ def test_the_disable_switch_warns_exactly_once_per_run(tmp_path: Path) -> None:
     done = _run(tmp_path / "on", env)
     assert done.returncode == 0 and done.stderr == ""
     assert b"ghp_secretvalue" not in (tmp_path / "on" / "a").joinpath(trace_files.file_name(1)).read_bytes()
+
+
+# The owner-token shape as it was before an adversarial review: its two runs of blanks around an optional
+# separator backtracked quadratically (32,000 blanks after a label: 9.8 s), and the session runner redacts on
+# the daemon's event loop, so one participant froze the daemon for 15.7 s a round.
+QUADRATIC_OWNER_TOKEN = (
+    r"(?i:owner[-_]?token)[\"'\s]*[:=]?[\"'\s]*(?P<secret>[0-9a-f]{64})(?![A-Za-z0-9_])"
+)
+
+
+OWNER_TOKEN_PIECES = ["ownerToken", "owner-token", "OWNER_TOKEN", " ", "\t", '"', "'", ":", "=", "x", "f"]
+HEX_PIECES = ["a" * 64, "0123456789abcdef" * 4]
+
+
+@given(st.lists(st.sampled_from(OWNER_TOKEN_PIECES + HEX_PIECES), max_size=12).map("".join))
+def test_the_owner_token_shape_matches_what_it_matched_before(text: str) -> None:
+    """The linear pattern (one run of blanks, then optionally a separator and another run) finds exactly the
+    secrets the quadratic one found."""
+    before = [m.span("secret") for m in re.finditer(QUADRATIC_OWNER_TOKEN, text)]
+    now = [m.span("secret") for m in re.finditer(redaction.PATTERNS["owner_token"], text)]
+    assert now == before
+
+
+def test_a_label_before_a_long_run_of_blanks_is_scanned_in_linear_time() -> None:
+    """200,000 blanks after each of several labels, no token after them: the quadratic pattern took minutes
+    (32,000 took 9.8 s); in linear time it is milliseconds. A generous deadline, not a timing assertion: the
+    scan runs in a process of its own, and only a scan still running after 120 s fails."""
+    script = (
+        "from harness.core.redaction import redactor\n"
+        "text = ('ownerToken' + ' ' * 200_000 + ': x') * 4\n"
+        "assert redactor({}).text(text) == text\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
