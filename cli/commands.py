@@ -555,7 +555,7 @@ def _show_task(task: dict[str, Any], look: output.Look) -> None:
     ):
         output.say(f"{label}: {value}", look)
     if task["description"]:
-        output.say(task["description"], look, block=True)
+        output.say_quoted(task["description"], look)
 
 
 def _show_tasks(tasks: list[dict[str, Any]], look: output.Look) -> None:
@@ -600,7 +600,7 @@ def _show_note(note: dict[str, Any], look: output.Look) -> None:
     output.say(
         f"note {note['id']} from {look.who(note['sender'])} to {to['kind']} {look.who(to['name'])}", look
     )
-    output.say(note["text"], look, block=True)
+    output.say_quoted(note["text"], look)
 
 
 def _show_page(page: dict[str, Any], look: output.Look) -> None:

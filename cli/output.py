@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from harness.core.terminal_text import is_terminal_safe, terminal_safe
+from harness.core.terminal_text import is_terminal_safe, quoted, terminal_safe
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -93,6 +93,12 @@ def say(text: str, look: Look | None = None, *, block: bool = False, style: str 
     _console(look).print(shown(text, block=block, style=style))
 
 
+def say_quoted(text: str, look: Look | None = None, *, indent: str = "") -> None:
+    """Print text someone else wrote (a question, an answer, a note), every line of it after `> `: no line
+    of it can pass for one this CLI wrote (a note's `note … from …` header, an answer's `answer by …`)."""
+    say(indent + quoted(text).replace("\n", "\n" + indent), look, block=True)
+
+
 @dataclass(frozen=True)
 class Look:
     """How readable output is laid out: `wide` shows whole ids and cells however long the lines get; else
@@ -165,11 +171,16 @@ def print_table(title: str, columns: list[str], rows: list[list[str]], look: Loo
 
 
 def clock(ms: object) -> str:
+    """Epoch milliseconds as local time; "-" for anything else, and for a time no calendar holds (a hostile
+    trace's `at` of 10**20 ended `trace query` with an OSError)."""
     if not isinstance(ms, int):
         return "-"
     import time
 
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
+    except (OverflowError, OSError, ValueError):
+        return "-"
 
 
 def delivery_text(view: object) -> str:
@@ -213,14 +224,16 @@ def show_exchange(e: dict[str, Any], look: Look) -> None:
     say(f"  {look.who(e['from'])} -> {look.who(e['to'])}  ({e['state']}{ended})", look)
     say(f"  asked {clock(e.get('createdAt'))}, deadline {clock(e.get('deadlineAt'))}", look)
     say(f"  delivery: {delivery_text(e.get('delivery'))}", look)
-    say("  text: " + str(e["text"]), look, block=True)
+    say("  text:", look)
+    say_quoted(str(e["text"]), look, indent="    ")
     if e.get("context"):
-        say("  context: " + str(e["context"]), look, block=True)
+        say("  context:", look)
+        say_quoted(str(e["context"]), look, indent="    ")
     answer = e.get("answer")
     if answer:
         late = " (late)" if answer.get("late") else ""
         say(f"  answer by {look.who(answer['author'])} at {clock(answer.get('at'))}{late}:", look)
-        say("    " + str(answer["text"]), look, block=True)
+        say_quoted(str(answer["text"]), look, indent="    ")
         for ref in answer.get("evidence") or []:
             say("    evidence: " + str(ref), look)
 

@@ -31,6 +31,7 @@ from textual.widgets import DataTable, Footer, Static
 from harness.cli.output import clock, delivery_text, one_line, shown
 from harness.core.effects import notice_id
 from harness.core.records import NoticeKind
+from harness.core.terminal_text import quoted
 from harness.io import home as homes
 from harness.io.client import Client, ClientError, RemoteError, Uncertain, Unreachable, locate_socket
 from harness.io.rpc import INCOMPATIBLE
@@ -324,11 +325,12 @@ def exchange_detail(
         ),
     ]
     lines += [shown(advice, style="yellow") for advice in delivery_advice(exchange, leftovers or [])]
-    lines += [Text(), shown(exchange.get("text", ""), block=True)]
+    lines += [Text(), shown(quoted(exchange.get("text", "")), block=True)]
     if exchange.get("context"):
         lines += [
             Text(),
-            Text.assemble(shown("context: ", style="bold"), shown(exchange["context"], block=True)),
+            shown("context:", style="bold"),
+            shown(quoted(exchange["context"]), block=True),
         ]
     answer = exchange.get("answer")
     if isinstance(answer, dict):
@@ -337,7 +339,7 @@ def exchange_detail(
         lines += [
             Text(),
             shown(f"answer by {author} at {clock(answer.get('at'))}{late}", style="bold green"),
-            shown(answer.get("text", ""), block=True),
+            shown(quoted(answer.get("text", "")), block=True),
         ]
         lines += [
             Text.assemble(shown("evidence: ", style="bold"), shown(ref))

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable
 from functools import partial
-from typing import Final
 
 import attrs
 from immutables import Map
@@ -38,7 +37,7 @@ from .riding import OwnedHere, desk_step_rides, report_rides
 from .routing import Known, Route, Translate
 from .routing import route as route_effects
 from .team import step as team_step
-from .terminal_text import terminal_safe, without_line_signs
+from .terminal_text import QUOTE, quoted, terminal_safe, without_line_signs
 
 
 @attrs.frozen(cache_hash=True)
@@ -483,16 +482,6 @@ def render_notice(
     """The terminal text of a notice the ledger owes (`render_content` of its `notice_content`)."""
     return render_content(notice_content(ledger, effect), limits, prefix)
 
-
-# Each line a peer wrote starts with this mark, so that no line of a question, an answer, a context or
-# evidence can pass for the desk's own framing (a `[team …]` head, an `Answer with:` tail, a notice of its
-# own): an agent reads where the peer's words begin and end.
-QUOTE: Final = "> "
-
-
-def quoted(text: str) -> str:
-    """`text` (terminal-safe) as quoted lines: QUOTE before each of them."""
-    return QUOTE + text.replace("\n", "\n" + QUOTE)
 
 
 def render_content(

@@ -88,6 +88,17 @@ LINE_JOIN: Final = f" {LINE_SIGN} "
 ONE_LINE_EXCERPT: Final = "[... excerpt; full text: inbox or status ID (the id above) with your team command]"
 
 
+# Each line someone else wrote starts with this mark where it is shown inside harness's own framing (a
+# notice's `[team …]` head and `Answer with:` tail, the CLI's `note … from …` header), so that no line of it
+# can pass for that framing: a reader sees where the other party's words begin and end.
+QUOTE: Final = "> "
+
+
+def quoted(text: str) -> str:
+    """`text` as quoted lines: QUOTE before each of them (a CR LF stays one line break)."""
+    return QUOTE + text.replace("\n", "\n" + QUOTE)
+
+
 def without_line_signs(text: str) -> str:
     """`text` with each ␤ shown as its code point: in the one-line form a ␤ stands for a line break, so one
     that a peer typed would pass for one (and for the quoting after it). For peer text, before the framing

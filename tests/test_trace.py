@@ -399,3 +399,21 @@ def test_export_writes_a_private_file_redacted_again(
     data = out.read_bytes()
     assert b"owed_ask_unanswered" not in data and b"[REDACTED:env:SESSION_SECRET]" in data
     assert [line.seq for line in trace_files.read_trace(out)] == [3, 5, 12, 13, 14]
+
+
+def test_a_time_no_calendar_holds_is_shown_as_a_dash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An adversarial review: a trace file whose events say `at` 10**20 ended `trace query` and `trace
+    summary` with `internal: OSError ... (a bug in harness)`. Such a time is shown as `-`."""
+    hostile = tmp_path / "hostile.ndjson"
+    events = (
+        {"type": "ask", "exchangeId": "q1", "teamId": "t", "at": 10**20, "memberId": "a", "to": "b"},
+        {"type": "protocol_violation", "exchangeId": "q1", "memberId": "a", "rule": "r", "at": -(10**20)},
+    )
+    lines = (json.dumps({"source": "ledger", "seq": n, "event": e}) for n, e in enumerate(events, 1))
+    hostile.write_text("".join(line + "\n" for line in lines))
+    for view in ("query", "summary"):
+        assert run(["trace", view, str(hostile)]) == 0
+        shown = capsys.readouterr()
+        assert "internal" not in shown.err and "q1" in shown.out, shown
