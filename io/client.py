@@ -122,6 +122,8 @@ class Client:
         where = self.socket_path
         try:
             sock = local_socket.connect(where, CONNECT_TIMEOUT)
+        except local_socket.ForeignServer as error:
+            raise Unreachable(f"refused: {error}; this is not your daemon") from None
         except OSError as error:
             raise Unreachable(f"no daemon answers at {where} ({error.strerror or error})") from None
         self._sock = sock

@@ -58,11 +58,12 @@ def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
 
 
 def ensure_home(home: Path) -> Path:
-    """Create the data directory (0700) if needed. An existing one must be this user's own and private: a
-    shared directory (/tmp's 1777, a group's 0775, a readable 0755) is refused, never taken over, since
-    others could have placed files (or links) in it or read what it holds."""
+    """Create the data directory (0700, and each missing parent 0700 too) if needed. An existing one must be
+    this user's own and private: a shared directory (/tmp's 1777, a group's 0775, a readable 0755) is
+    refused, never taken over, since others could have placed files (or links) in it or read what it holds.
+    And no other user may be able to replace it (see `_replaceable`)."""
     try:
-        home.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+        _make_private(home)
         found = home.stat()
     except OSError as error:
         raise HomeError(f"cannot use {home} as the data directory: {error.strerror or error}") from None
@@ -74,7 +75,45 @@ def ensure_home(home: Path) -> Path:
             f"{home} is not a private directory of this user (owner uid {found.st_uid}, mode {mode:04o}); "
             "name a directory of your own that only you can use (chmod 700), or a new one (created 0700)"
         )
+    why = _replaceable(home)
+    if why is not None:
+        raise HomeError(
+            f"another user could replace the data directory {home}: {why}; name one whose every parent "
+            "only you or root can write (or that is sticky, like /tmp)"
+        )
     return home
+
+
+def _make_private(home: Path) -> None:
+    """Create `home` and each of its missing parents, each 0700: a parent made with the umask's mode (0777
+    under umask 0) let another user rename the data directory away and put its own in its place."""
+    missing = []
+    for path in (home, *home.parents):
+        if path.exists():
+            break
+        missing.append(path)
+    for path in reversed(missing):
+        path.mkdir(mode=PRIVATE_DIR_MODE, exist_ok=True)
+
+
+def _replaceable(home: Path) -> str | None:
+    """Why another user could rename the data directory (or a directory above it) and put one of its own
+    there, or None. As ssh's StrictModes: every directory above its real path belongs to this user or root
+    and no one else may write it, unless it is sticky (/tmp: others cannot rename what is not theirs); and
+    no link on the way as named belongs to another user (its owner could aim it elsewhere)."""
+    me = os.geteuid()
+    for directory in home.resolve().parents:
+        found = directory.stat()
+        mode = stat.S_IMODE(found.st_mode)
+        if found.st_uid not in (me, 0):
+            return f"{directory} belongs to uid {found.st_uid}"
+        if mode & 0o022 and not mode & stat.S_ISVTX:
+            return f"others may write {directory} (mode {mode:04o})"
+    for path in (home, *home.parents):
+        linked = path.lstat()
+        if stat.S_ISLNK(linked.st_mode) and linked.st_uid not in (me, 0):
+            return f"{path} is a link of uid {linked.st_uid}"
+    return None
 
 
 def read_or_create_secret(path: Path, draw: Callable[[], str]) -> str:

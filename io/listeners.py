@@ -22,7 +22,7 @@ import trio
 import wsproto.utilities
 from trio_websocket import ConnectionClosed, HandshakeError, WebSocketConnection, wrap_server_stream
 
-from harness.io.local_socket import addressable, listen
+from harness.io.local_socket import addressable, check_server, listen
 
 # accept() failures that mean "out of resources for now", not a broken listener.
 _EXHAUSTED: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
@@ -148,12 +148,13 @@ async def close_websocket(ws: WebSocketConnection, code: int = 1000, reason: str
 
 
 async def open_local_stream(path: Path) -> trio.SocketStream:
-    """A trio stream to a local socket (the daemon's, from the web page server); its path may exceed
-    sun_path (io/local_socket.py)."""
+    """A trio stream to a local socket served by this user (the daemon's, from the web page server); its path
+    may exceed sun_path (io/local_socket.py). ForeignServer when another user serves it."""
     sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         with addressable(path) as name:
             await sock.connect(name)
+        check_server(sock, path)
     except BaseException:
         sock.close()
         raise

@@ -32,6 +32,10 @@ class LocalSocketError(OSError):
     """A socket path that cannot be used at all (its name alone is too long)."""
 
 
+class ForeignServer(OSError):
+    """The socket is served by another user: nothing is sent to it (not a token, not a key)."""
+
+
 @contextlib.contextmanager
 def addressable(path: Path) -> Iterator[str]:
     """A name for `path` that fits sun_path, valid while the context lasts."""
@@ -66,16 +70,27 @@ def listen(path: Path) -> socket.socket:
 
 
 def connect(path: Path, timeout: float) -> socket.socket:
-    """A blocking connection to the socket at `path`; raises OSError."""
+    """A blocking connection to the socket at `path`, served by this user; raises OSError (ForeignServer
+    when another user serves it). The client checks the server as the server checks the client: a data
+    directory another user could replace (a parent others may write) would otherwise hand the owner's
+    token and every member key to whoever listens at the socket its daemon.json names."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(timeout)
     try:
         with addressable(path) as name:
             sock.connect(name)
+        check_server(sock, path)
     except BaseException:
         sock.close()
         raise
     return sock
+
+
+def check_server(sock: _Socket, path: Path) -> None:
+    """Raise ForeignServer unless this user serves the connected socket `sock` (at `path`)."""
+    uid = peer_uid(sock)
+    if uid != os.geteuid():
+        raise ForeignServer(f"the socket {path} is served by uid {uid}, not this user")
 
 
 def peer_uid(sock: _Socket) -> int:

@@ -23,6 +23,7 @@ import pytest
 from harness.core.effects import notice_id
 from harness.core.records import NoticeKind
 from harness.io import home as homes
+from harness.io.rpc import PROTOCOL, PROTOCOL_REVISION
 from tests import raw_ws
 from tests.listener_world import TEAM, Machine
 
@@ -346,3 +347,90 @@ def test_the_sockets_work_under_a_data_directory_longer_than_sun_path(tmp_path: 
         assert listed.returncode == 0 and json.loads(listed.stdout)["teams"][0]["id"] == TEAM
     finally:
         machine.close()
+
+
+IMPOSTOR = """
+import socket, sys
+server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+server.bind(sys.argv[1])
+server.listen()
+print("listening", flush=True)
+connection, _ = server.accept()
+connection.settimeout(5)
+received = b""
+try:
+    while chunk := connection.recv(65536):
+        received += chunk
+except OSError:
+    pass
+print(len(received), flush=True)
+"""
+
+
+@needs_root
+def test_a_client_sends_nothing_to_a_socket_another_user_serves(reachable: Path) -> None:
+    """An adversarial review, as uid 1001: where a parent of the data directory was writable by others, it
+    renamed the directory away and put its own in its place, whose daemon.json named its own socket; the
+    owner's `harness team get` then showed its forged question and sent it the owner token and a member key.
+    A client now checks who serves the socket (SO_PEERCRED), as the daemon checks who connects."""
+    home = homes.ensure_home(reachable / "home")
+    token = homes.owner_token(home)
+    impostor_dir = reachable / "impostor"
+    impostor_dir.mkdir(mode=0o777)
+    os.chmod(impostor_dir, 0o777)
+    socket_path = impostor_dir / "daemon.sock"
+    impostor = subprocess.Popen(
+        [*AS_NOBODY, SYSTEM_PYTHON, "-c", IMPOSTOR, str(socket_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert impostor.stdout is not None and impostor.stdout.readline().strip() == "listening"
+        info = {"pid": impostor.pid, "socket": str(socket_path), "protocol": PROTOCOL,
+                "protocolRevision": PROTOCOL_REVISION}  # fmt: skip
+        homes.write_private_json(home / homes.DAEMON_FILE, info)
+        done = _cli("team", "--home", str(home), "--team", "t1", "get", "--json")
+        assert done.returncode == 3, (done.stdout, done.stderr)  # unreachable: as if no daemon were there
+        error = json.loads(done.stdout)
+        assert error["error"] == "unreachable" and f"served by uid {NOBODY}" in error["detail"], error
+        received, _ = impostor.communicate(timeout=60)
+        assert received.strip() == "0", received  # not a byte: no handshake, no token
+        assert token not in done.stdout + done.stderr
+    finally:
+        if impostor.poll() is None:
+            impostor.kill()
+            impostor.wait(10)
+
+
+@needs_root
+def test_a_data_directory_another_user_could_replace_is_refused(reachable: Path) -> None:
+    """The same review: the daemon made the missing parents of HARNESS_HOME with the umask's mode (0777 under
+    umask 0), and only the last one 0700. Each missing parent is now made 0700, and a data directory under a
+    parent others may write (not sticky), or owned by another user, is refused before anything is written."""
+    old = os.umask(0)
+    try:
+        made = homes.ensure_home(reachable / "u0" / "share" / "harness")
+    finally:
+        os.umask(old)
+    for path in (made, made.parent, made.parent.parent):
+        assert path.stat().st_mode & 0o777 == 0o700, path
+
+    shared = reachable / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)  # writable by others, not sticky: another user can rename what is in it
+    (shared / "home").mkdir(mode=0o700)
+    foreign = reachable / "foreign"
+    foreign.mkdir(mode=0o755)
+    os.chown(foreign, NOBODY, NOBODY)  # another user's directory: it may rename its entries
+    (foreign / "home").mkdir(mode=0o700)
+    sticky = reachable / "sticky"
+    sticky.mkdir()
+    os.chmod(sticky, 0o1777)  # like /tmp: others cannot rename what is not theirs
+    for home, why in ((shared / "home", "others may write"), (foreign / "home", f"belongs to uid {NOBODY}")):
+        with pytest.raises(homes.HomeError) as refused:
+            homes.ensure_home(home)
+        assert "another user could replace" in str(refused.value) and why in str(refused.value)
+        detail = _one_json_error(_cli("daemon", "start", "--home", str(home), "--json"), "bad_request")
+        assert why in detail
+        assert list(home.iterdir()) == []  # nothing was written into it
+    assert homes.ensure_home(sticky / "home") == sticky / "home"
