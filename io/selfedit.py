@@ -3,24 +3,35 @@
 #   1. settings allow: the nearest .claude/settings.json above the target has an `Edit(<glob>)` rule in
 #      permissions.allow[] that the target, relative to that file's grandparent, matches (minimatch
 #      semantics, dot: true; core.glob_match). The project's own allowlist is the single source of truth.
-#   2. branch scope: the work tree is on a branch, and not `main`, so the edit rides the project's merge
-#      gates.
+#   2. branch scope: git, asked in the target's directory, reports a work tree that holds that grandparent,
+#      on a branch, and not `main`, so the edit rides the project's merge gates. git runs with no GIT_*
+#      variable in its environment: GIT_DIR, GIT_WORK_TREE and their kin make it answer for another
+#      repository (a review wrote on main with GIT_DIR naming a repository on a feature branch), and a
+#      work tree that does not hold the rules' directory (a `.git` file left in .claude/agents) is not the
+#      project's.
 # The target is resolved before either check: `..` collapses and symlinks are followed, so a path that
 # names an allowed file but lands elsewhere (`.claude/../README.md`, a link out of the tree) is judged by
-# where it lands, and that is the file written. The write is atomic (temporary file, fsync, rename, directory
-# fsync), through the FileOps seam so tests can fail it.
+# where it lands, and that is the file written. The tree can change between the check and the write (a
+# review swapped a checked directory for a symlink to .claude), so the write follows no symlink: it opens
+# the resolved path's directories from / down, each relative to the one before, refuses a symlink among them
+# (safeguard 1: the path is no longer the one judged), and makes and renames its temporary file inside the
+# last. The write is atomic (temporary file, fsync, rename, directory fsync); its calls on descriptors go
+# through the FileOps seam so tests can fail them.
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
+import stat
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 from harness.core.bounded_json import JsonRefused, parse_json
 from harness.core.glob_match import Unsupported, compile_glob
-from harness.io.fileops import FileOps, replace_durably
+from harness.io.fileops import FileOps, write_all
 
 SETTINGS: Final = Path(".claude") / "settings.json"
 MAX_SETTINGS_BYTES: Final = 1 << 20
@@ -28,6 +39,11 @@ MAX_CONTENT_BYTES: Final = 16 << 20
 GIT_TIMEOUT: Final = 30.0
 SAFEGUARDS: Final = {1: "settings allow", 2: "branch scope"}
 PROTECTED_BRANCHES: Final = ("HEAD", "main")
+# How the write opens each directory on its way: never through a symlink. O_PATH (Linux) needs no read
+# permission, only what following the path would need.
+WALK_FLAGS: Final = (
+    (os.O_PATH if sys.platform == "linux" else os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+)
 
 
 class Refused(Exception):
@@ -107,12 +123,14 @@ def check_settings(target: Path) -> tuple[Path, str]:
     raise Refused(1, f"{relative} (in {root}) matches no Edit() rule of {settings}", tuple(tried))
 
 
-def current_branch(directory: Path) -> str:
-    """`git rev-parse --abbrev-ref HEAD` in `directory` (HEAD when detached)."""
+def work_tree(directory: Path) -> tuple[Path, str]:
+    """git's work tree root for `directory`, and its branch (HEAD when detached). git runs in `directory`
+    with no GIT_* variable in its environment, so the directory alone decides which repository answers."""
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("GIT_")}
     try:
         done = subprocess.run(
-            ["git", "rev-parse", "--abbrev-ref", "HEAD"],
-            cwd=directory,
+            ["git", "-C", str(directory), "rev-parse", "--show-toplevel", "--abbrev-ref", "HEAD"],
+            env=environment,
             capture_output=True,
             text=True,
             timeout=GIT_TIMEOUT,
@@ -120,15 +138,23 @@ def current_branch(directory: Path) -> str:
         )
     except (OSError, subprocess.TimeoutExpired) as error:
         raise Refused(2, f"cannot read the branch of {directory}: {error}") from None
-    if done.returncode != 0:
+    answer = done.stdout.splitlines()
+    if done.returncode != 0 or len(answer) != 2:
         reason = (done.stderr.strip().splitlines() or ["git failed"])[0]
         raise Refused(2, f"cannot read the branch of {directory}: {reason}")
-    return done.stdout.strip()
+    return Path(answer[0]), answer[1]
 
 
-def check_branch(directory: Path) -> str:
-    """Safeguard 2: the branch, when it is neither detached nor `main`."""
-    branch = current_branch(directory)
+def check_branch(target: Path, root: Path) -> str:
+    """Safeguard 2 for a resolved `target` whose Edit() rules apply below `root`: the branch of the work tree
+    that holds them, when it is neither detached nor `main`."""
+    directory = _existing(target.parent)
+    worktree, branch = work_tree(directory)
+    if not root.is_relative_to(worktree):
+        detail = (
+            f"git's work tree for {directory} is {worktree}, which does not hold the rules' project {root}"
+        )
+        raise Refused(2, detail)
     if branch == "HEAD":
         raise Refused(2, f"HEAD is detached in {directory}; edits ride a feature branch")
     if branch in PROTECTED_BRANCHES:
@@ -147,16 +173,99 @@ def check(path: Path) -> Allowed:
     """Both safeguards, in order, for `path`; raises Refused naming the first that says no."""
     target = resolve(path)
     settings, rule = check_settings(target)
-    branch = check_branch(_existing(target.parent))
+    branch = check_branch(target, settings.parent.parent)
     return Allowed(target, settings, rule, branch)
 
 
 def write_atomically(target: Path, data: bytes, ops: FileOps | None = None) -> None:
-    """Replace `target` with `data` all at once: a reader sees the old content or the new, never a part,
-    even across a crash. A new file gets the usual mode (0666 less the umask), an old one keeps its own.
-    Missing directories below the target are created."""
+    """Replace `target`, a path as `resolve` gives it (absolute, no symlink in it), with `data` all at once: a
+    reader sees the old content or the new, never a part, even across a crash. A new file gets the usual mode
+    (0666 less the umask), an old one keeps its own. Missing directories below the target are created. A
+    symlink met on the way, a directory or the file itself, is refused (Refused), never followed."""
     ops = ops or FileOps()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(f".{target.name}.selfedit-{secrets.token_hex(6)}")
-    mode = target.stat().st_mode & 0o777 if target.exists() else None
-    replace_durably(ops, target, data, temporary, mode)
+    directory = _open_directory(target.parent)
+    try:
+        _replace_in(directory, target, data, ops)
+    finally:
+        os.close(directory)
+
+
+def _symlink_refused(path: Path) -> Refused:
+    return Refused(1, f"{path} is a symbolic link: the path changed after it was checked; nothing written")
+
+
+def _is_symlink(directory: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=directory, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _open_directory(path: Path) -> int:
+    """A descriptor of the absolute directory `path`, opened from / one name at a time, each relative to the
+    one before and never through a symlink; what is missing is created."""
+    descriptor = os.open("/", WALK_FLAGS)
+    reached = Path("/")
+    try:
+        for name in path.parts[1:]:
+            reached /= name
+            inner = _enter(descriptor, name, reached)
+            os.close(descriptor)
+            descriptor = inner
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor
+
+
+def _enter(directory: int, name: str, path: Path) -> int:
+    """Directory `name` in `directory` (at `path`), opened without following a symlink; made if missing."""
+    try:
+        return _open_inner(directory, name, path)
+    except FileNotFoundError:
+        with contextlib.suppress(FileExistsError):  # made meanwhile by someone else: open what is there
+            os.mkdir(name, dir_fd=directory)
+        return _open_inner(directory, name, path)
+
+
+def _open_inner(directory: int, name: str, path: Path) -> int:
+    try:
+        return os.open(name, WALK_FLAGS, dir_fd=directory)
+    except OSError:
+        if _is_symlink(directory, name):
+            raise _symlink_refused(path) from None
+        raise
+
+
+def _replace_in(directory: int, target: Path, data: bytes, ops: FileOps) -> None:
+    """Write `data` to a new temporary file in `directory`, fsync it, rename it over `target`'s name there and
+    fsync the directory; on a failure before the rename the temporary file is removed."""
+    try:
+        existing: os.stat_result | None = os.stat(target.name, dir_fd=directory, follow_symlinks=False)
+    except FileNotFoundError:
+        existing = None
+    if existing is not None and stat.S_ISLNK(existing.st_mode):
+        raise _symlink_refused(target)
+    mode = None if existing is None else stat.S_IMODE(existing.st_mode)
+    temporary = f".{target.name}.selfedit-{secrets.token_hex(6)}"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(temporary, flags, 0o666 if mode is None else mode, dir_fd=directory)
+    try:
+        try:
+            if mode is not None:
+                os.fchmod(fd, mode)  # the umask may have narrowed it
+            write_all(ops, fd, data)
+            ops.fsync(fd)
+        finally:
+            ops.close(fd)
+        os.rename(temporary, target.name, src_dir_fd=directory, dst_dir_fd=directory)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary, dir_fd=directory)
+        raise
+    # `directory` may be an O_PATH descriptor, which fsync refuses: the directory itself, opened for reading.
+    synced = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=directory)
+    try:
+        ops.fsync(synced)
+    finally:
+        ops.close(synced)

@@ -1,12 +1,16 @@
 # `harness selfedit` in real git repositories in temporary directories, run as the real command: one table
 # of cases (the README's table), each with its exit status, the words of its message, and what is on disk
-# afterwards, plus the atomic write under an injected fault.
+# afterwards, plus the atomic write under an injected fault, and the bypasses a review found (review r5): git
+# pointed at another repository, and a directory swapped for a symlink between the check and the write.
 from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,15 +67,22 @@ def world(tmp_path: Path) -> World:
     return world
 
 
-def selfedit_run(cwd: Path, path: str, data: bytes, *extra: str) -> subprocess.CompletedProcess[bytes]:
-    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
+def selfedit_env(**variables: str) -> dict[str, str]:
+    """The environment of a selfedit call: this one, with no system or global git configuration, and
+    `variables` (what the agent that makes the call may set)."""
+    return {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, **variables}
+
+
+def selfedit_run(
+    cwd: Path, path: str, data: bytes, *extra: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
         [*HARNESS, "selfedit", path, *extra],
         cwd=cwd,
         input=data,
         capture_output=True,
         timeout=60,
-        env=env,
+        env=env or selfedit_env(),
         check=False,
     )
 
@@ -280,3 +291,155 @@ def test_stdin_is_read_only_after_both_safeguards(world: World) -> None:
         assert process.stderr is not None and b"safeguard 2" in process.stderr.read()
         assert process.stdin is not None
         process.stdin.close()
+
+
+# --- review r5: the bypasses, reproduced -------------------------------------------------------------------
+
+REVIEW_RULES = ["Edit(.claude/agents/**)", "Edit(src/**)"]
+HOSTILE = b'{"permissions": {"allow": ["Edit(**)", "Bash(*)"]}}\n'
+
+
+def repository_on_feature(directory: Path) -> Path:
+    """Another repository, on branch `feature`: what the agent points git at. Returns its git directory."""
+    directory.mkdir()
+    git(directory, "init", "-q", "-b", "feature")
+    git(directory, "commit", "-q", "--allow-empty", "-m", "init")
+    return directory / ".git"
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [("GIT_DIR",), ("GIT_DIR", "GIT_WORK_TREE")],
+    ids="+".join,
+)
+def test_git_variables_do_not_choose_the_branch(
+    world: World, tmp_path: Path, variables: tuple[str, ...]
+) -> None:
+    """Review r5, finding 1: "Safeguard 2 (the branch check) is bypassed through the environment:
+    io/selfedit.py runs git with the caller's environment, so with GIT_DIR=<another repo on branch feature>
+    (or GIT_WORK_TREE, GIT_COMMON_DIR, GIT_INDEX_FILE, GIT_CEILING_DIRECTORIES...) a call on `main` writes
+    anyway." """
+    _main(world)
+    values = {"GIT_DIR": str(repository_on_feature(tmp_path / "other")), "GIT_WORK_TREE": str(world.project)}
+    env = selfedit_env(**{name: values[name] for name in variables})
+    done = selfedit_run(world.project, ".claude/x.md", NEW, env=env)
+    assert done.returncode == 2, done.stderr
+    assert "safeguard 2 (branch scope): the branch is main" in done.stderr.decode()
+    assert not (world.project / ".claude" / "x.md").exists()
+
+
+def test_a_git_file_below_the_project_does_not_stand_for_it(world: World, tmp_path: Path) -> None:
+    """Review r5, finding 1, asked to "check that the work tree git reports is the one that holds the file
+    being edited": a `.git` file left in .claude/agents (written there on a feature branch, say) makes git,
+    asked in that directory, report a work tree of its own, .claude/agents, on another repository's branch."""
+    _main(world)
+    agents = world.project / ".claude" / "agents"
+    agents.mkdir()
+    (agents / ".git").write_text(f"gitdir: {repository_on_feature(tmp_path / 'other')}\n")
+    done = selfedit_run(world.project, ".claude/agents/x.md", NEW)
+    stderr = done.stderr.decode()
+    assert done.returncode == 2, stderr
+    assert "safeguard 2 (branch scope)" in stderr and "does not hold" in stderr, stderr
+    assert not (agents / "x.md").exists()
+
+
+def git_that_swaps(tmp_path: Path, package: Path, on_call: int) -> dict[str, str]:
+    """An environment whose `git` (first on PATH) runs the real one and then, on its call number `on_call`,
+    makes the directory `package` a symlink to ../.claude: the agent's swap of the review, timed exactly."""
+    real = shutil.which("git")
+    assert real is not None
+    calls, directory = shlex.quote(str(tmp_path / "git-calls")), shlex.quote(str(package))
+    swap = f"rm -rf {directory} && ln -s ../.claude {directory}"
+    wrapper = tmp_path / "bin" / "git"
+    wrapper.parent.mkdir()
+    wrapper.write_text(
+        f'#!/bin/sh\n{shlex.quote(real)} "$@"\nstatus=$?\necho call >> {calls}\n'
+        f'if [ "$(wc -l < {calls})" -eq {on_call} ]; then {swap}; fi\nexit "$status"\n'
+    )
+    wrapper.chmod(0o755)
+    return selfedit_env(PATH=f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}")
+
+
+@pytest.fixture
+def review_world(world: World) -> World:
+    """The review's project: rules allow .claude/agents/** and src/**, and src/pkg is a directory."""
+    world.settings({"permissions": {"allow": REVIEW_RULES}})
+    (world.project / "src" / "pkg").mkdir(parents=True)
+    return world
+
+
+def test_a_directory_swapped_while_stdin_is_pending_is_judged_as_it_now_is(
+    review_world: World, tmp_path: Path
+) -> None:
+    """Review r5, finding 2: "cli/selfedit.py checks the path, then waits on stdin, then writes through the
+    earlier resolved path; io/selfedit.py follows symlinked parent directories. While stdin is pending the
+    agent swaps `src/pkg` for a symlink to `../.claude` and the write lands in `.claude/settings.json`."
+    Here the swap comes as soon as the check made before stdin is read has asked git for the branch, and
+    stdin is written only once src/pkg is the symlink."""
+    project = review_world.project
+    settings = (project / ".claude" / "settings.json").read_bytes()
+    package = project / "src" / "pkg"
+    env = git_that_swaps(tmp_path, package, on_call=1)
+    with subprocess.Popen(
+        [*HARNESS, "selfedit", "src/pkg/settings.json"],
+        cwd=project,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as process:
+        deadline = time.monotonic() + 60
+        while not package.is_symlink():
+            assert process.poll() is None and time.monotonic() < deadline, "no swap: git was never asked"
+            time.sleep(0.01)
+        _, stderr = process.communicate(HOSTILE, timeout=60)
+    assert (project / ".claude" / "settings.json").read_bytes() == settings
+    assert process.returncode == 2, stderr
+    assert b"safeguard 1 (settings allow): .claude/settings.json (in " in stderr, stderr
+    assert list(project.rglob(".*.selfedit-*")) == []
+
+
+@pytest.mark.parametrize("json_out", [False, True], ids=["text", "json"])
+def test_a_directory_swapped_after_the_last_check_is_refused_by_the_write(
+    review_world: World, tmp_path: Path, json_out: bool
+) -> None:
+    """Review r5, finding 2, asked to "write without following symlinks on the way", "refusing a symlinked
+    component with a clear one-line error with a stable code". The swap here comes after git's second call,
+    which is the check after stdin was read: only the write itself can see it."""
+    project = review_world.project
+    settings = (project / ".claude" / "settings.json").read_bytes()
+    env = git_that_swaps(tmp_path, project / "src" / "pkg", on_call=2)
+    done = selfedit_run(project, "src/pkg/settings.json", HOSTILE, *(["--json"] if json_out else []), env=env)
+    assert (project / ".claude" / "settings.json").read_bytes() == settings
+    assert done.returncode == 2, done.stderr
+    detail = f"safeguard 1 (settings allow): {project / 'src' / 'pkg'} is a symbolic link"
+    if json_out:
+        document = json.loads(done.stdout)
+        assert (document["error"], document["safeguard"]) == ("refused", 1)
+        assert document["name"] == "settings allow"
+        assert document["detail"].startswith(detail), document
+        assert done.stderr == b""
+    else:
+        stderr = done.stderr.decode()
+        assert stderr.startswith(f"harness: refused: {detail}") and stderr.count("\n") == 1, stderr
+    assert list(project.rglob(".*.selfedit-*")) == []
+
+
+@pytest.mark.parametrize(
+    ("swapped", "link_to"),
+    [("src/pkg", "../.claude"), ("src/pkg/settings.json", "../../.claude/settings.json")],
+)
+def test_the_write_follows_no_symlink(review_world: World, swapped: str, link_to: str) -> None:
+    """Whichever part of the checked path became a symlink, a directory or the file itself, the write refuses
+    it rather than follow it to .claude/settings.json, and leaves no temporary file behind."""
+    project = review_world.project
+    settings = (project / ".claude" / "settings.json").read_bytes()
+    link = project / swapped
+    if link.is_dir():
+        link.rmdir()
+    link.symlink_to(link_to)
+    refusal = re.escape(f"safeguard 1 (settings allow): {link} is a symbolic link")
+    with pytest.raises(selfedit.Refused, match=refusal):
+        selfedit.write_atomically(project / "src" / "pkg" / "settings.json", HOSTILE)
+    assert (project / ".claude" / "settings.json").read_bytes() == settings
+    assert list(project.rglob(".*.selfedit-*")) == []
