@@ -17,12 +17,16 @@
 # waits for. An announcement is delivered as board notes (pulled, never pushed into a terminal).
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import hmac
 import json
 import os
 import re
+import secrets
 import shlex
+import stat
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -53,6 +57,7 @@ RESULT_SUFFIX: Final = ".result.json"
 CALL_BYTES: Final = 64_000  # a call file past this is refused unread: the longest text is 8,000 characters
 DIGEST: Final = re.compile(r"[0-9a-f]{64}")  # SHA-256, as key_digest spells it
 CALL_ID_CHARS: Final = 64  # so a note id `SESSION.announce.ID.N` stays within the board's 128
+REMINDER_ID_DIGITS: Final = 32  # 128 bits: `SESSION.reminder.DIGITS` stays within the ledger's 128 characters
 ORCHESTRATOR_NAME: Final = "session"  # the member whose questions are the session's own notices
 BRIEF_TTL_MS: Final = 24 * 3_600_000  # the ledger's longest question: the brief stays open for the session
 NOTICE_TTL_MS: Final = 3_600_000
@@ -159,6 +164,7 @@ class _Saved:
     reminder_of: Mapping[str, str]
     end_reasons: Mapping[str, str]
     calls_closed: bool
+    reminder_secret: str
 
     def view(self) -> dict[str, Any]:
         return {
@@ -168,6 +174,7 @@ class _Saved:
             "reminderOf": dict(self.reminder_of),
             "endReasons": dict(self.end_reasons),
             "callsClosed": self.calls_closed,
+            "reminderSecret": self.reminder_secret,
         }
 
 
@@ -181,6 +188,9 @@ def _read_state(directory: Path) -> _Saved | None:
             {str(q): str(r) for q, r in data["reminderOf"].items()},
             {str(q): str(r) for q, r in data["endReasons"].items()},
             bool(data["callsClosed"]),
+            # A runner.json written before reminders' ids were drawn has none: draw one (a reminder asked
+            # already is in reminderOf under its old id, and a question is reminded once).
+            str(data.get("reminderSecret") or secrets.token_hex(32)),
         )
     except FileNotFoundError:
         return None
@@ -278,6 +288,10 @@ class SessionRunner:
         self._reminder_of: dict[str, str] = {}  # session question id -> its reminder's question id
         self._end_reasons: dict[str, str] = {}  # question id -> why this runner ended it
         self._calls_closed = False  # set once no call file will be answered any more
+        # What a reminder's question id is drawn from: a member can neither predict one nor take it first
+        # (a question of its own under that id would make the ledger refuse the reminder). Kept with the
+        # bookkeeping, so a resumed runner asks a reminder it may have asked already under the same id.
+        self._reminder_secret = secrets.token_hex(32)
         self._journaled = 0  # commands in the journal; each one's effects are applied by the next settle
 
     @property
@@ -292,8 +306,16 @@ class SessionRunner:
                 await trio.sleep(self._poll)
                 session = await self.round()
             await self.finish()
-        except ClientError as error:  # the daemon went away: nothing more can be applied to the ledger
-            outcome = await self._accept(s.Abort(self._clock(), f"daemon: {error.detail}"))
+        except ClientError as error:
+            # The daemon went away, or refused a request the session cannot go on without (its team's view,
+            # a release): either way the session ends, its ending traced and not applied, and the reason says
+            # which. A refused reminder is no such request (`_remind`).
+            why = (
+                f"daemon refused: {error.code}: {error.detail}"
+                if isinstance(error, RemoteError)
+                else f"daemon: {error.detail}"
+            )
+            outcome = await self._accept(s.Abort(self._clock(), why))
             if isinstance(outcome, Accepted):  # refused only when the session had ended already
                 for effect in outcome.effects:
                     if isinstance(effect, s.TraceEvent):
@@ -503,6 +525,7 @@ class SessionRunner:
         self._seen = {q: _Seen(answered, ended) for q, (answered, ended) in saved.seen.items()}
         self._notices, self._reminder_of = list(saved.notices), dict(saved.reminder_of)
         self._end_reasons, self._calls_closed = dict(saved.end_reasons), saved.calls_closed
+        self._reminder_secret = saved.reminder_secret
         self._trace.emit(
             ORCHESTRATOR,
             {"type": "session_resumed", "session": self.plan.session_id, "replayed": len(commands)},
@@ -566,18 +589,19 @@ class SessionRunner:
 
     async def _tool_calls(self) -> None:
         """Answer every call file `harness session TOOL` left, oldest name first (ids are drawn, so the order
-        is only for determinism)."""
+        is only for determinism). The files are listed, read and removed in worker threads: a slow disk, or a
+        FIFO a member left in a call's place, must not stall the daemon's loop."""
         calls = self.directory / CALLS_DIR
-        for path in sorted(calls.glob(f"*{CALL_SUFFIX}")) if calls.is_dir() else ():
+        for path in await trio.to_thread.run_sync(_call_files, calls):
             call_id = path.name[: -len(CALL_SUFFIX)]
             if not ID_PATTERN.fullmatch(call_id) or len(call_id) > CALL_ID_CHARS:
-                path.unlink(missing_ok=True)  # no result file could be named for it
+                await trio.to_thread.run_sync(_discard_call, path)  # no result file could be named for it
                 continue
-            result = await self._tool_call(call_id, _read_call(path))
+            result = await self._tool_call(call_id, await trio.to_thread.run_sync(_read_call, path))
             view = self._redactor.value(result)
             assert isinstance(view, dict)
             await trio.to_thread.run_sync(homes.write_private_json, calls / f"{call_id}{RESULT_SUFFIX}", view)
-            path.unlink(missing_ok=True)
+            await trio.to_thread.run_sync(_discard_call, path)
 
     async def _tool_call(self, call_id: str, call: dict[str, Any] | str) -> dict[str, Any]:
         """One tool call's result: {"result": ...} or {"error", "detail"[, "bound"]}."""
@@ -686,24 +710,33 @@ class SessionRunner:
 
     async def _remind(self, participant: str, question_id: str) -> None:
         ask = self._current().asks[question_id]
-        reminder_id = f"{self.plan.session_id}.reminder.{len(self._reminder_of) + 1}"
+        reminder_id = self._reminder_id(question_id)
         text = (
             f"Reminder from session {self.plan.session_id}: you owe an answer to question {question_id} from "
             f'{ask.asker}. Answer it with `reply {question_id} "ANSWER"`; this reminder needs no reply. '
             "Without an answer the asker is released and a protocol violation is recorded."
         )
-        self._reminder_of[question_id] = reminder_id
-        await self._notice(participant, reminder_id, text)
-        self._trace.emit(
-            ORCHESTRATOR,
-            {
-                "type": "reminder",
-                "session": self.plan.session_id,
-                "exchangeId": question_id,
-                "memberId": participant,
-                "reminderId": reminder_id,
-            },
-        )
+        event = {
+            "type": "reminder",
+            "session": self.plan.session_id,
+            "exchangeId": question_id,
+            "memberId": participant,
+            "reminderId": reminder_id,
+        }
+        try:
+            await self._notice(participant, reminder_id, text)
+        except RemoteError as error:
+            # The daemon answered (a team full of questions, say): not a daemon gone, and no reason to end the
+            # session. The release stays due on time; the trace says why no reminder reached the participant.
+            event |= {"refused": error.code, "detail": error.detail}
+        else:
+            self._reminder_of[question_id] = reminder_id  # only a reminder asked is cancelled later
+        self._trace.emit(ORCHESTRATOR, event)
+
+    def _reminder_id(self, question_id: str) -> str:
+        """One question's reminder id, the same whenever it is asked (a session reminds a question once)."""
+        drawn = hmac.new(self._reminder_secret.encode(), question_id.encode(), hashlib.sha256).hexdigest()
+        return f"{self.plan.session_id}.reminder.{drawn[:REMINDER_ID_DIGITS]}"
 
     async def _end_reminder(self, question_id: str) -> None:
         reminder_id = self._reminder_of.get(question_id)
@@ -737,6 +770,7 @@ class SessionRunner:
             dict(self._reminder_of),
             dict(self._end_reasons),
             self._calls_closed,
+            self._reminder_secret,
         )
         await trio.to_thread.run_sync(homes.write_private_json, self.directory / STATE_FILE, saved.view())
         status = status_view(self._current(), self._trace.directory, os.getpid())
@@ -783,13 +817,27 @@ def session_options(home: Path, session_id: str, seat: Seat) -> str:
     return f"--home {shlex.quote(str(home))} --key-file {shlex.quote(str(key_file))}"
 
 
+def _call_files(calls: Path) -> list[Path]:
+    return sorted(calls.glob(f"*{CALL_SUFFIX}")) if calls.is_dir() else []
+
+
 def _read_call(path: Path) -> dict[str, Any] | str:
-    """A call file's tool, text and key digest, or why it is refused."""
+    """A call file's tool, text and key digest, or why it is refused. It blocks on the disk: call it in a
+    worker thread."""
     try:
-        with path.open("rb") as file:
-            raw = file.read(CALL_BYTES + 1)
-    except OSError:
-        return "the call file is not readable JSON"
+        # Never waiting on a FIFO, nor following a link out of the session's private directory (ELOOP).
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as error:
+        why = "not a regular file" if error.errno == errno.ELOOP else f"not readable ({error.strerror})"
+        return f"the call file is {why}"
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "the call file is not a regular file"
+        raw = _read_at_most(fd, CALL_BYTES + 1)
+    except OSError as error:
+        return f"the call file is not readable ({error.strerror})"
+    finally:
+        os.close(fd)
     data = parse_json(raw, max_bytes=CALL_BYTES)
     if isinstance(data, JsonRefused):
         why = data.detail if data.reason == "too_large" else f"not readable JSON ({data.detail})"
@@ -800,6 +848,26 @@ def _read_call(path: Path) -> dict[str, Any] | str:
     if not isinstance(digest, str) or not DIGEST.fullmatch(digest) or not isinstance(text, str):
         return "a call carries a 'keyDigest' of 64 hex digits and a string 'text'"
     return {"tool": data["tool"], "keyDigest": digest, "text": text}
+
+
+def _read_at_most(fd: int, most: int) -> bytes:
+    chunks: list[bytes] = []
+    left = most
+    while left > 0 and (chunk := os.read(fd, left)):
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _discard_call(path: Path) -> None:
+    """Remove an answered call file, so it is answered once. A directory in a call's place goes too when it
+    is empty; one that holds anything is kept (the runner removes no file it never read), refused again at
+    each poll."""
+    try:
+        path.unlink(missing_ok=True)
+    except IsADirectoryError:
+        with contextlib.suppress(OSError):
+            path.rmdir()
 
 
 def introduction(plan: SessionPlan, session: s.Session, name: str, where: str) -> str:

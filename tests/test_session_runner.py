@@ -106,9 +106,12 @@ def plan(mode: s.Mode = s.Mode.FACILITATE, *participants: str) -> runner.Session
 Story = Callable[[runner.SessionRunner, LedgerDouble, set[str]], Awaitable[None]]
 
 
-def play(tmp_path: Path, session_plan: runner.SessionPlan, story: Story) -> list[TraceLine]:
-    """Run `story` against a started runner; the trace it wrote, read back."""
-    ledger = LedgerDouble()
+def play(
+    tmp_path: Path, session_plan: runner.SessionPlan, story: Story, ledger: LedgerDouble | None = None
+) -> list[TraceLine]:
+    """Run `story` against a started runner (over `ledger`, a fresh double unless given); the trace it wrote,
+    read back."""
+    ledger = LedgerDouble() if ledger is None else ledger
     gone: set[str] = set()
 
     async def alive(name: str) -> bool:
@@ -312,6 +315,119 @@ def test_a_daemon_that_goes_away_stops_the_session_with_its_summary(tmp_path: Pa
     assert lines[-1].event["type"] == "summary" and lines[-1].event["termination"] == "stopped"
 
 
+def reminders_to(ledger: LedgerDouble, name: str) -> list[str]:
+    """The ids of the orchestrator's reminder questions to one member, in the ledger's order."""
+    exchanges = team_view(ledger.team)["exchanges"]
+    return [
+        e["id"]
+        for e in exchanges
+        if e["from"] == runner.ORCHESTRATOR_NAME and e["to"] == name and ".reminder." in e["id"]
+    ]
+
+
+async def run_until_the_lead_concludes(made: runner.SessionRunner, ledger: LedgerDouble) -> s.Session:
+    """`run` as the daemon's session keeper runs it, the lead replying to its brief once ben has been
+    reminded; within a deadline, so a runner that never ends fails the test instead of hanging it."""
+
+    async def lead_concludes_after_the_reminder() -> None:
+        while not reminders_to(ledger, "ben"):
+            await trio.sleep(0.01)
+        ledger.reply("s1.brief", "chair", "done")
+
+    made._poll = 0.01
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lead_concludes_after_the_reminder)
+            ended = await made.run()
+            nursery.cancel_scope.cancel()
+    return ended
+
+
+def test_a_participant_cannot_squat_the_id_of_a_reminder_to_abort_the_session(tmp_path: Path) -> None:
+    """Review finding (r6): "A participant aborts any session by squatting a reminder's operation/question
+    id: reminder ids are predictable (`SID.reminder.N`), so Ann asks a question with id `s1.reminder.1`;
+    when the reminder comes due the daemon answers `conflict: operation id ... already used`, `_notice`
+    raises RemoteError, and `run()` catches it as ClientError, taking it for "the daemon went away", and
+    ends the session `stopped abort`." Ann squats the first three such ids: ben is still reminded, under an
+    id no member can name, and the session runs on until its lead concludes it."""
+    squatted = [f"{SID}.reminder.{n}" for n in range(1, 4)]
+
+    async def story(made: runner.SessionRunner, ledger: LedgerDouble, gone: set[str]) -> None:
+        ledger.ask("q1", "chair", "ben")  # an honest ask ben does not answer in time
+        for question_id in squatted:
+            ledger.ask(question_id, "ann", "chair")
+        await made.round()
+        ledger.now += 11_000  # q1's reminder is due (and the chair's, for ann's questions)
+        ended = await run_until_the_lead_concludes(made, ledger)
+        assert (ended.termination, ended.reason) == (s.Termination.CONCLUDED, "conclude by chair")
+        [reminder_id] = reminders_to(ledger, "ben")
+        assert reminder_id not in squatted
+        assert all(ledger.team.exchanges[q].from_ == "ann" for q in squatted)  # ann's questions stay hers
+
+    lines = play(tmp_path, plan(s.Mode.FACILITATE, "ann", "ben"), story)
+    reminded = [e.event for e in lines if e.event["type"] == "reminder" and e.event["exchangeId"] == "q1"]
+    assert [(e["memberId"], "refused" in e) for e in reminded] == [("ben", False)]
+
+
+class RefusingLedger(LedgerDouble):
+    """A daemon that answers every owner request, and refuses some with a protocol error."""
+
+    def __init__(self, refuses: Callable[[str, dict[str, Any]], bool]) -> None:
+        super().__init__()
+        self.refuses = refuses
+
+    async def call(self, action: str, fields: dict[str, Any]) -> Any:
+        if self.refuses(action, fields):
+            raise RemoteError("bound_exceeded", "team s1 holds 500 exchanges", bound="exchanges")
+        return await super().call(action, fields)
+
+
+def test_a_reminder_the_ledger_refuses_is_traced_and_the_session_goes_on(tmp_path: Path) -> None:
+    """Review finding (r6): a RemoteError answer to one orchestrator request "must not be mistaken for a lost
+    daemon". A refused reminder is the daemon's answer: traced with its code, and the session goes on (the
+    release still follows on time); it is not the `abort: daemon: ...` of a daemon that went away."""
+    ledger = RefusingLedger(lambda action, fields: action == "ask" and ".reminder." in fields["id"])
+
+    async def story(made: runner.SessionRunner, ledger: LedgerDouble, gone: set[str]) -> None:
+        ledger.ask("q1", "chair", "ben")
+        await made.round()
+        ledger.now += 10_000
+        assert (await made.round()).reminders == ("q1",)
+        ledger.now += 5_000
+        assert (await made.round()).violations == ("q1",)
+        ledger.reply("s1.brief", "chair", "done")
+        made._poll = 0
+        with trio.fail_after(30):
+            ended = await made.run()
+        assert (ended.termination, ended.reason) == (s.Termination.CONCLUDED, "conclude by chair")
+
+    lines = play(tmp_path, plan(s.Mode.FACILITATE, "ben"), story, ledger)
+    assert not [q for q in ledger.cancels() if ".reminder." in q]  # the refused reminder was never asked
+    [reminder] = [line.event for line in lines if line.event["type"] == "reminder"]
+    assert (reminder["exchangeId"], reminder["refused"]) == ("q1", "bound_exceeded"), reminder
+    assert reminder["detail"] == "team s1 holds 500 exchanges"
+    assert [k[1] for k in kinds(lines) if k[1] in ("asker_released", "summary")] == [
+        "asker_released",
+        "summary",
+    ]
+
+
+def test_a_request_the_daemon_refuses_stops_the_session_saying_so(tmp_path: Path) -> None:
+    """Review finding (r6): `run()` "catches it as ClientError, taking it for 'the daemon went away'". A
+    refusal the session cannot go on without (here its team's view) stops it with a reason naming the
+    refusal, not a daemon gone."""
+    ledger = RefusingLedger(lambda action, fields: action == "get")
+
+    async def story(made: runner.SessionRunner, ledger: LedgerDouble, gone: set[str]) -> None:
+        ended = await made.run()
+        assert (ended.termination, ended.reason) == (
+            s.Termination.STOPPED,
+            "abort: daemon refused: bound_exceeded: team s1 holds 500 exchanges",
+        )
+
+    play(tmp_path, plan(s.Mode.FACILITATE, "ann"), story, ledger)
+
+
 def test_a_supervise_ask_names_its_one_target_in_the_ledger_only(tmp_path: Path) -> None:
     """Spec section 2: the supervise pair has one possible target, so its Ask takes no `to`; the ledger's
     question still names it."""
@@ -512,3 +628,14 @@ def test_the_leads_turns_are_its_busy_screens_after_a_rest_and_the_one_past_the_
         "lead_turn_limit",
         2,
     )
+
+
+def test_a_runner_state_from_before_drawn_reminder_ids_still_resumes(tmp_path: Path) -> None:
+    """runner.json written before reminders' ids were drawn holds no `reminderSecret`: the session in
+    progress across the upgrade resumes (one is drawn), keeping the reminders it asked under their old ids."""
+    old = {"applied": 3, "seen": {"q1": [True, False]}, "notices": ["s1.brief"],
+           "reminderOf": {"q1": "s1.reminder.1"}, "endReasons": {}, "callsClosed": False}  # fmt: skip
+    (tmp_path / runner.STATE_FILE).write_text(json.dumps(old))
+    saved = runner._read_state(tmp_path)
+    assert saved is not None and saved.reminder_of == {"q1": "s1.reminder.1"} and saved.applied == 3
+    assert len(saved.reminder_secret) == 64 and int(saved.reminder_secret, 16) >= 0

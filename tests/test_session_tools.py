@@ -5,14 +5,17 @@
 # against a real daemon are at the end of tests/test_session_run.py.
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
 from harness.core import session as s
 from harness.core.errors import Rejected
@@ -257,6 +260,59 @@ def test_a_hostile_call_file_gets_a_one_line_refusal_and_changes_nothing(
         assert result["error"] == "bad_request" and detail in result["detail"], result
         assert sorted(p.name for p in calls.iterdir()) == [f"c1{runner.RESULT_SUFFIX}"]  # both consumed
         assert made._current() == before and ledger.notes == []
+
+    run(tmp_path, plan(s.Mode.FACILITATE, "ann"), story)
+
+
+ROUND_SECONDS = 30  # a generous deadline for one poll that answers two call files
+
+
+def release_a_reader_blocked_on(fifo: Path) -> None:
+    """Open the FIFO's writing end, without waiting, so a reader blocked opening it goes on (and reads
+    nothing); with no reader, or no FIFO left, there is nothing to release."""
+    with contextlib.suppress(OSError):
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink", "directory"])
+def test_a_call_file_that_is_not_a_regular_file_is_refused_without_stalling_the_daemon(
+    tmp_path: Path, kind: str
+) -> None:
+    """Review finding (r10): "A FIFO (or any non-regular file) placed as a call file in the session's
+    `calls/` directory blocks the daemon's event loop: io/session_runner.py does a blocking `path.open` on
+    the trio loop with no regular-file check." Such a call (a FIFO nobody writes, a symlink to a call file
+    elsewhere, a directory) is refused like any bad call file, within the poll; an honest call left beside
+    it is still answered. Were the loop blocked, a watchdog thread releases it only after the deadline,
+    so the test fails on the deadline instead of hanging."""
+
+    async def story(made: runner.SessionRunner, ledger: LedgerDouble, gone: set[str]) -> None:
+        keys(made)
+        calls = session_files.session_dir(made.home, SID) / runner.CALLS_DIR
+        hostile = calls / f"c-evil{runner.CALL_SUFFIX}"
+        honest = {"tool": "rollcall", "text": "", "keyDigest": runner.key_digest("key-ann")}
+        if kind == "fifo":
+            os.mkfifo(hostile, 0o600)
+        elif kind == "symlink":
+            elsewhere = made.home / "elsewhere.json"
+            homes.write_private_json(elsewhere, honest)
+            hostile.symlink_to(elsewhere)
+        else:
+            hostile.mkdir()
+        homes.write_private_json(calls / f"c-ok{runner.CALL_SUFFIX}", honest)
+        before = made._current()
+        watchdog = threading.Timer(ROUND_SECONDS + 1, release_a_reader_blocked_on, (hostile,))
+        watchdog.start()
+        try:
+            with trio.fail_after(ROUND_SECONDS):
+                await made.round()
+        finally:
+            watchdog.cancel()
+        refused = json.loads((calls / f"c-evil{runner.RESULT_SUFFIX}").read_text())
+        assert refused == {"error": "bad_request", "detail": "the call file is not a regular file"}, refused
+        answered = json.loads((calls / f"c-ok{runner.RESULT_SUFFIX}").read_text())
+        assert [m["name"] for m in answered["result"]["members"]] == ["chair", "ann"], answered
+        assert not hostile.exists() and not hostile.is_symlink()  # refused once, not at every poll
+        assert made._current() == before
 
     run(tmp_path, plan(s.Mode.FACILITATE, "ann"), story)
 
