@@ -600,7 +600,12 @@ class SessionRunner:
             result = await self._tool_call(call_id, await trio.to_thread.run_sync(_read_call, path))
             view = self._redactor.value(result)
             assert isinstance(view, dict)
-            await trio.to_thread.run_sync(homes.write_private_json, calls / f"{call_id}{RESULT_SUFFIX}", view)
+            # A result path a member blocked (a directory that holds a file) leaves that call unanswered;
+            # the session goes on.
+            with contextlib.suppress(OSError):
+                await trio.to_thread.run_sync(
+                    homes.write_private_json, calls / f"{call_id}{RESULT_SUFFIX}", view
+                )
             await trio.to_thread.run_sync(_discard_call, path)
 
     async def _tool_call(self, call_id: str, call: dict[str, Any] | str) -> dict[str, Any]:

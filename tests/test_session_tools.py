@@ -317,6 +317,33 @@ def test_a_call_file_that_is_not_a_regular_file_is_refused_without_stalling_the_
     run(tmp_path, plan(s.Mode.FACILITATE, "ann"), story)
 
 
+def test_a_result_path_a_member_blocked_leaves_that_call_unanswered_and_the_session_on(
+    tmp_path: Path,
+) -> None:
+    """A helper's reading of the runner: a non-empty directory at `calls/CALL.result.json` made the result's
+    write fail with an OSError nothing caught, and the runner task died (failed.json). That call goes
+    unanswered; the next is answered."""
+
+    async def story(made: runner.SessionRunner, ledger: LedgerDouble, gone: set[str]) -> None:
+        keys(made)
+        calls = session_files.session_dir(made.home, SID) / runner.CALLS_DIR
+        honest = {"tool": "rollcall", "text": "", "keyDigest": runner.key_digest("key-ann")}
+        blocked = calls / f"c-blocked{runner.RESULT_SUFFIX}"
+        blocked.mkdir()
+        (blocked / "inside").write_text("x")
+        homes.write_private_json(calls / f"c-blocked{runner.CALL_SUFFIX}", honest)
+        with trio.fail_after(ROUND_SECONDS):
+            await made.round()
+        assert not (calls / f"c-blocked{runner.CALL_SUFFIX}").exists()  # taken once, not at every poll
+        homes.write_private_json(calls / f"c-ok{runner.CALL_SUFFIX}", honest)
+        with trio.fail_after(ROUND_SECONDS):
+            await made.round()
+        answered = json.loads((calls / f"c-ok{runner.RESULT_SUFFIX}").read_text())
+        assert [m["name"] for m in answered["result"]["members"]] == ["chair", "ann"], answered
+
+    run(tmp_path, plan(s.Mode.FACILITATE, "ann"), story)
+
+
 def test_a_session_never_announces_without_an_explicit_call(tmp_path: Path) -> None:
     """Issue 21: "no Announce without an explicit call": asks, answers, a reminder, a release and a
     conclusion send no board note."""
