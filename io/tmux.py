@@ -78,6 +78,19 @@ def quote(arg: str) -> str:
     return "'" + arg.replace("'", "'\\''") + "'"
 
 
+def literal(arg: str) -> str:
+    """`arg` as one argument of a tmux command line (argv, not control mode): tmux takes an argument that
+    ends in `;` for a command separator, even after `--` (a review ran `run-shell` through an engine
+    argument ending in `;`), so that `;` is escaped."""
+    return arg[:-1] + "\\;" if arg.endswith(";") else arg
+
+
+def literal_format(arg: str) -> str:
+    """`arg` for an option tmux expands as a format (`-c`): `#` doubled, so `#(command)` in a directory's
+    name runs nothing (a review ran `id` from a checkout named `#(id >PWNED)`)."""
+    return literal(arg.replace("#", "##"))
+
+
 class Runner(Protocol):
     async def run(self, *args: str) -> list[str]:
         """Run one tmux command; its output lines. Raises TmuxError, or TmuxLost when it may have run."""
@@ -95,7 +108,7 @@ class ProcessRunner:
     async def run(self, *args: str) -> list[str]:
         try:
             done = await trio.run_process(
-                [*self.argv, *args], capture_stdout=True, capture_stderr=True, check=False
+                [*self.argv, *map(literal, args)], capture_stdout=True, capture_stderr=True, check=False
             )
         except OSError as error:
             raise TmuxError(f"cannot run tmux: {error}") from None
@@ -229,14 +242,14 @@ async def new_session(
     with it first."""
     argv = [tmux, *(["-f", config] if config else []), *server_args(socket)]
     args = ["start-server", ";", "set-option", "-gw", "remain-on-exit", "on", ";"]
-    args += ["new-session", "-d", "-s", name, "-x", str(width), "-y", str(height), "-P", "-F", "#{pane_id}"]
+    session = ["-d", "-s", literal_format(name), "-x", str(width), "-y", str(height)]
+    session += ["-P", "-F", "#{pane_id}"]
     if cwd is not None:
-        args += ["-c", cwd]
+        session += ["-c", literal_format(cwd)]
     for key, value in (env or {}).items():
-        args += ["-e", f"{key}={value}"]
-    done = await trio.run_process(
-        [*argv, *args, "--", *command], capture_stdout=True, capture_stderr=True, check=False
-    )
+        session += ["-e", literal(f"{key}={value}")]
+    args += ["new-session", *session, "--", *map(literal, command)]
+    done = await trio.run_process([*argv, *args], capture_stdout=True, capture_stderr=True, check=False)
     if done.returncode != 0:
         raise TmuxError(done.stderr.decode(errors="replace").strip())
     return done.stdout.decode().strip()

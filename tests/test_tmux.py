@@ -441,3 +441,27 @@ async def test_agent_start_attach_list_show(
                     os.kill(int(pid), signal.SIGTERM)
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
+
+
+async def test_a_directory_or_an_argument_reaches_tmux_as_it_is_and_runs_nothing(
+    server: str, tmp_path: Path
+) -> None:
+    """An adversarial review: tmux expands formats in new-session's `-c`, so `agent start` inside a checkout
+    named `#(id >PWNED)` ran `id`; and tmux takes any argument that ends in `;` for a command separator,
+    even after `--`, so an engine argument `...;` followed by `run-shell "id > PWNED"` ran `id`. The
+    directory and every argument now reach the program exactly as given, and nothing runs."""
+    directory = tmp_path / "#(touch PWNED-cwd)" / "x;"
+    directory.mkdir(parents=True)
+    out = tmp_path / "argv.txt"
+    given = ["a;", ";", "#(touch PWNED-arg)", "run-shell", "touch PWNED-run", "b\\;"]
+    script = 'pwd > "$0.cwd"; printf "%s\\n" "$@" > "$0"; exec sleep 60'
+    target = await new_session(
+        server, "lit", ["sh", "-c", script, str(out), *given], config="/dev/null", cwd=str(directory)
+    )
+    assert target.startswith("%")
+    with trio.fail_after(DEADLINE):
+        while not (out.exists() and out.read_text().count("\n") == len(given)):
+            await trio.sleep(0.02)
+    assert out.read_text().splitlines() == given
+    assert Path(f"{out}.cwd").read_text().strip() == str(directory)
+    assert not [p for p in (tmp_path, directory, Path.cwd()) if any(p.glob("PWNED*"))]
