@@ -194,3 +194,27 @@ def test_a_short_text_is_redacted_once_and_remembered_within_the_bound(
     exactly = "y" * redaction.MEMO_CHARS
     monkeypatch.setattr(redaction, "MEMO_TEXTS", 10)
     assert subject.text(exactly) == subject.text(exactly) and scans.count(exactly) == 1
+
+
+def test_no_repr_of_a_used_redactor_shows_a_secret_or_a_text_it_redacted() -> None:
+    """A repr reaches logs and tracebacks. After use the redactor holds the secrets (literals, their hex
+    index, the run pattern) and the texts it redacted (its memo, keyed by the text before redaction)."""
+    key, token, env = "ab" * 24, "cd" * 32, "env-secret-value"
+    made = redactor({"GH_TOKEN": env}, member_keys=[key], owner_tokens=[token])
+    short = f"k={key}"
+    assert key not in made.text(short)  # and `short` is remembered, keyed by itself
+    shown = repr(made)
+    assert not any(secret in shown for secret in (key, token, env, short, "[0-9a-f]")), shown
+
+
+def test_two_redactors_of_the_same_secrets_are_equal_whatever_each_has_redacted() -> None:
+    used, fresh = redactor({}, member_keys=["ab" * 24]), redactor({}, member_keys=["ab" * 24])
+    used.text("some text that is remembered")
+    assert used == fresh
+
+
+def test_every_overlapping_occurrence_of_a_literal_is_replaced() -> None:
+    """Occurrences one character apart overlap; the search goes on from the next character, so the second
+    is found and no character of either survives."""
+    made = redactor({"GH_TOKEN": "zzzzzzzz"})  # not hex: searched for one by one
+    assert "z" not in made.text("zzzzzzzzz")
