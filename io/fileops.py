@@ -1,16 +1,76 @@
 # Every file system call of the ledger store goes through this one seam, so tests inject faults (EIO from
 # fsync, ENOSPC, short writes, a failed rename, a crash before the directory sync) by passing a subclass,
 # never by patching the standard library. Methods are thin and blocking; callers run them in a worker thread.
+#
+# A store's own files are never reached through a symlink, and nothing but a regular file (a directory for a
+# store's directory) is opened: a crafted data directory (a bad restore, a hostile hand) must not make the
+# daemon read, chmod or create a file outside it, nor wait forever on a FIFO, nor open a device. Such a file
+# is `UnfitFile`, which a store reports as its damage.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import stat
+import sys
+from collections.abc import Generator
 from pathlib import Path
+from typing import Final
 
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
+# With O_NOFOLLOW (`_open_unfollowed`): O_NONBLOCK opens a FIFO at once instead of waiting for a writer (the
+# type check then refuses it) and changes nothing for a regular file's reads.
+_READ_FLAGS: Final = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+_READ_CHUNK: Final = 1 << 20
+_KINDS: Final = {
+    stat.S_IFREG: "a regular file",
+    stat.S_IFDIR: "a directory",
+    stat.S_IFLNK: "a symbolic link",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
+
+
+class UnfitFile(OSError):
+    """A file refused before it is used: not of the type its place holds (never followed, waited on or
+    opened), or larger than its reader's bound. Nothing was changed."""
+
+    def __init__(self, path: Path, offset: int, reason: str) -> None:
+        super().__init__(f"{path} at byte {offset}: {reason}")
+        self.path = path
+        self.offset = offset
+        self.reason = reason
+
+
+def _require(path: Path, found: os.stat_result, kind: int) -> None:
+    if stat.S_IFMT(found.st_mode) != kind:
+        what = _KINDS.get(stat.S_IFMT(found.st_mode), "a file of an unknown type")
+        raise UnfitFile(path, 0, f"{what} where {_KINDS[kind]} belongs; it is not followed, read or changed")
+
+
+def _too_large(path: Path, bound: int) -> UnfitFile:
+    return UnfitFile(path, bound, f"larger than the {bound} bytes its reader accepts")
+
+
+def _open_unfollowed(path: Path, flags: int, kind: int) -> int:
+    """os.open of `path` without following a final symlink, checked by its descriptor to be of `kind`. A
+    symlink swapped in after a caller's lstat (ELOOP) is UnfitFile as well."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW, PRIVATE_FILE_MODE)
+    except OSError as error:
+        if error.errno == errno.ELOOP and os.path.islink(path):
+            _require(path, os.lstat(path), kind)
+        raise
+    try:
+        _require(path, os.fstat(fd), kind)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 class FileOps:
@@ -19,24 +79,71 @@ class FileOps:
     def mkdir(self, path: Path) -> None:
         """Create one directory and force it to 0700 whatever the umask is."""
         os.mkdir(path, PRIVATE_DIR_MODE)
-        os.chmod(path, PRIVATE_DIR_MODE)
-
-    def chmod(self, path: Path, mode: int) -> None:
-        os.chmod(path, mode)
+        self.fix_mode(path, PRIVATE_DIR_MODE, stat.S_IFDIR)
 
     def mode(self, path: Path) -> int:
         """Permission bits of `path` (without following a final symlink)."""
         return stat.S_IMODE(os.lstat(path).st_mode)
 
     def is_dir(self, path: Path) -> bool:
+        """Whether `path` is a directory, following a symlink (`require` does not)."""
         return path.is_dir()
 
     def listdir(self, path: Path) -> list[str]:
         return os.listdir(path)
 
-    def read_bytes(self, path: Path) -> bytes:
-        with open(path, "rb") as f:
-            return f.read()
+    def require(self, path: Path, kind: int = stat.S_IFREG) -> None:
+        """Raise UnfitFile unless `path` itself (lstat: not a symlink's target) is of `kind` (stat.S_IF*)."""
+        _require(path, os.lstat(path), kind)
+
+    def open_read(self, path: Path, kind: int = stat.S_IFREG) -> int:
+        """Open `path` read-only if it is of `kind` (UnfitFile if not): checked before the open, so no FIFO
+        or device is opened, and by the descriptor after it, so a file swapped in between is refused too."""
+        self.require(path, kind)
+        return _open_unfollowed(path, _READ_FLAGS, kind)
+
+    def read(self, fd: int, size: int) -> bytes:
+        """One read(2) of at most `size` bytes; empty at the end of the file."""
+        return os.read(fd, size)
+
+    def read_bytes(self, path: Path, limit: int | None = None) -> bytes:
+        """The bytes of the regular file `path` (`open_read`); UnfitFile when it holds more than `limit`,
+        known from its size before anything is read, and never read past, should it grow meanwhile."""
+        bound = sys.maxsize if limit is None else limit
+        fd = self.open_read(path)
+        try:
+            if os.fstat(fd).st_size > bound:
+                raise _too_large(path, bound)
+            chunks = []
+            read = 0
+            while chunk := self.read(fd, min(_READ_CHUNK, bound + 1 - read)):
+                chunks.append(chunk)
+                read += len(chunk)
+                if read > bound:  # it grew while being read
+                    raise _too_large(path, bound)
+        finally:
+            os.close(fd)
+        return b"".join(chunks)
+
+    def read_chunks(self, path: Path) -> Generator[bytes, None, None]:
+        """The bytes of the regular file `path` (`open_read`), a part at a time, for a reader that keeps only
+        some of them. The file is open until the iterator is exhausted or closed."""
+        fd = self.open_read(path)
+        try:
+            while chunk := self.read(fd, _READ_CHUNK):
+                yield chunk
+        finally:
+            os.close(fd)
+
+    def fix_mode(self, path: Path, mode: int, kind: int = stat.S_IFREG) -> None:
+        """Give `path`, if it is of `kind` (UnfitFile if not), exactly the permission bits `mode`, through a
+        descriptor: what a symlink points at is never changed."""
+        fd = self.open_read(path, kind)
+        try:
+            if stat.S_IMODE(os.fstat(fd).st_mode) != mode:
+                os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
 
     def create_exclusive(self, path: Path, mode: int | None = PRIVATE_FILE_MODE) -> int:
         """Open a new file for appending; fails if it exists (or is a symlink). `mode` whatever the umask is;
@@ -52,8 +159,9 @@ class FileOps:
         return fd
 
     def open_append(self, path: Path) -> int:
-        """Open an existing file for appending."""
-        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        """Open an existing regular file for appending (UnfitFile if not one: never through a symlink)."""
+        self.require(path)
+        return _open_unfollowed(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC, stat.S_IFREG)
 
     def write(self, fd: int, data: bytes | memoryview) -> int:
         """One write(2); may be short. Callers loop (see `write_all`)."""
@@ -82,9 +190,13 @@ class FileOps:
     def lock(self, path: Path) -> int:
         """Take an exclusive, non-blocking lock on `path` (created 0600); returns the held descriptor.
 
-        Raises BlockingIOError if another process holds it. The kernel releases it when the process dies.
+        Raises BlockingIOError if another process holds it, UnfitFile if `path` is not a regular file (a
+        symlink is never followed to create or chmod its target). The kernel releases it when the process
+        dies.
         """
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE_MODE)
+        with contextlib.suppress(FileNotFoundError):
+            self.require(path)
+        fd = _open_unfollowed(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, stat.S_IFREG)
         try:
             os.fchmod(fd, PRIVATE_FILE_MODE)
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

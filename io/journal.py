@@ -30,6 +30,7 @@ from harness.io.fileops import PRIVATE_FILE_MODE, FileOps, close_both, write_all
 from harness.io.journal_files import (
     LOCK_NAME,
     MAX_CHECKPOINT_BYTES,
+    MAX_LINE_BYTES,
     PARTS_KEY,
     TEMP_SUFFIX,
     Recovery,
@@ -42,6 +43,7 @@ from harness.io.journal_files import (
     part_bytes,
     scan_store,
     segment_name,
+    unfit_is_damage,
 )
 
 # A command of team.v1 is at most ~50,000 characters of fields (8k question, 8k context, 16k answer, 16 x 1k
@@ -128,38 +130,40 @@ class JournalStore:
         """Open (creating if needed) the store in `directory` and recover it.
 
         Returns the store and what it held: the newest checkpoint payload and its seq (0 and None when
-        there is none) and the journal entries after it, in order. Raises CorruptState (nothing changed),
-        StoreLocked, or OSError. Leftover temp files of an interrupted checkpoint are removed.
+        there is none) and the journal entries after it, in order. Raises CorruptState (nothing changed: a
+        symlink, FIFO, device or directory in the place of the store's directory or of one of its files is
+        damage too, never followed, read, chmodded or removed), StoreLocked, or OSError. Leftover temp files
+        of an interrupted checkpoint are removed.
         """
         ops = ops or FileOps()
         return await trio.to_thread.run_sync(cls._open_blocking, directory, ops)
 
     @classmethod
     def _open_blocking(cls, directory: Path, ops: FileOps) -> tuple[JournalStore, Recovery]:
-        ensure_private_dir(ops, directory)
-        try:
-            lock_fd = ops.lock(directory / LOCK_NAME)
-        except BlockingIOError as exc:
-            raise StoreLocked(f"{directory} is open in another process") from exc
-        try:
-            scan = scan_store(directory, ops)
-            for name in (*scan.temp_files, *scan.stray_parts):
-                ops.unlink(directory / name)
-            if scan.temp_files or scan.stray_parts:
-                ops.fsync_dir(directory)
-            for name in (*scan.checkpoints, *(s.name for s in scan.segments), *scan.parts):
-                if ops.mode(directory / name) != PRIVATE_FILE_MODE:
-                    ops.chmod(directory / name, PRIVATE_FILE_MODE)
-            active_fd = None
-            if scan.segments:
-                tail = scan.segments[-1]
-                # Appending after a torn record would bury it mid-file; after a compaction leftover it would
-                # leave a gap. Both cases start a fresh segment instead.
-                if tail.torn_offset is None and tail.last_seq == scan.recovery.last_seq:
-                    active_fd = ops.open_append(directory / tail.name)
-        except BaseException:
-            ops.close(lock_fd)
-            raise
+        with unfit_is_damage():
+            ensure_private_dir(ops, directory)
+            try:
+                lock_fd = ops.lock(directory / LOCK_NAME)
+            except BlockingIOError as exc:
+                raise StoreLocked(f"{directory} is open in another process") from exc
+            try:
+                scan = scan_store(directory, ops)
+                for name in (*scan.temp_files, *scan.stray_parts):
+                    ops.unlink(directory / name)
+                if scan.temp_files or scan.stray_parts:
+                    ops.fsync_dir(directory)
+                for name in (*scan.checkpoints, *(s.name for s in scan.segments), *scan.parts):
+                    ops.fix_mode(directory / name, PRIVATE_FILE_MODE)
+                active_fd = None
+                if scan.segments:
+                    tail = scan.segments[-1]
+                    # Appending after a torn record would bury it mid-file; after a compaction leftover it
+                    # would leave a gap. Both cases start a fresh segment instead.
+                    if tail.torn_offset is None and tail.last_seq == scan.recovery.last_seq:
+                        active_fd = ops.open_append(directory / tail.name)
+            except BaseException:
+                ops.close(lock_fd)
+                raise
         return cls(directory, ops, lock_fd, scan, active_fd), scan.recovery
 
     @property
@@ -211,7 +215,8 @@ class JournalStore:
 
     async def append(self, entry: Mapping[str, object], *, max_bytes: int = MAX_ENTRY_BYTES) -> int:
         """Durably append one JSON object; returns its seq once its bytes (and its batch's) are fsynced.
-        `max_bytes` is raised only for a state written as a journal record (a board's checkpoint record).
+        `max_bytes` is raised only for a state written as a journal record (a board's checkpoint record), to
+        at most MAX_LINE_BYTES.
 
         Raises StoreFailed if this or any entry of its batch could not be made durable (the entry is then
         not acknowledged: it may or may not survive a restart) and on every call after such a failure.
@@ -307,9 +312,10 @@ class JournalStore:
         self._check_writable()
         first = self._next_seq
         lines = [encode_record("entry", first + n, entry) + b"\n" for n, entry in enumerate(entries)]
+        bound = min(max_bytes, MAX_LINE_BYTES)  # a longer line would be damage to the next scan
         for line in lines:
-            if len(line) > max_bytes:
-                raise ValueError(f"journal entry of {len(line)} bytes exceeds {max_bytes}")
+            if len(line) > bound:
+                raise ValueError(f"journal entry of {len(line)} bytes exceeds {bound}")
         self._next_seq += len(lines)
         batch = self._open_batch
         if batch is None:

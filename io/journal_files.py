@@ -13,14 +13,19 @@
 #                                         stay the same: a big state's checkpoint rewrites only what changed
 #   *.tmp                                 a checkpoint or part being written; removed when the store is opened
 # The crc is zlib.crc32 of the record's bytes up to `,"crc"`, so every line stays plain JSON for `jq`.
+# The directory and each of these files is what its name says, never a symlink (so never followed out of the
+# data directory) nor a FIFO, device or directory where a file belongs: any other is damage, as are a
+# checkpoint or part larger than any the store writes and a segment line longer than any (read a part at a
+# time, so a huge segment costs no more memory than its longest line).
 from __future__ import annotations
 
 import contextlib
 import hashlib
 import json
 import re
+import stat
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Final
 
@@ -28,12 +33,15 @@ import attrs
 
 from harness.core.bounded_json import parse_own
 from harness.core.errors import ErrorCode
-from harness.io.fileops import PRIVATE_DIR_MODE, FileOps
+from harness.io.fileops import PRIVATE_DIR_MODE, FileOps, UnfitFile
 
 FORMAT_VERSION: Final = 1
 # A full ledger (500 exchanges at their largest) serializes well below this; refusing to read more keeps a
 # damaged or foreign file from exhausting memory during recovery.
 MAX_CHECKPOINT_BYTES: Final = 256 << 20
+# The longest journal line (newline included) a store writes: a board's checkpoint is a journal record
+# (io/board_runner.py). `append` refuses a longer one; in a segment, a longer one is damage.
+MAX_LINE_BYTES: Final = MAX_CHECKPOINT_BYTES
 # Readers that run beside a live daemon (doctor, export) retry when compaction deletes a file they listed.
 _SCAN_ATTEMPTS: Final = 5
 
@@ -251,46 +259,63 @@ def _hidden_record_end(tail: bytes) -> int | None:
 
 
 def _parse_segment(
-    path: Path, data: bytes, number: int, after_seq: int, sink: list[Entry]
+    path: Path, chunks: Iterable[bytes], number: int, after_seq: int, sink: list[Entry]
 ) -> SegmentInfo:
-    """Validate one segment; append its entries with seq > `after_seq` to `sink`."""
-    pos = 0
+    """Validate one segment, read as `chunks`; append its entries with seq > `after_seq` to `sink`. Only the
+    bytes after the last newline are kept between chunks, so memory holds at most one line."""
+    start = 0  # the segment's offset of the first byte after the last newline
+    tail: list[bytes] = []  # the segment's bytes from `start`, as read: no newline among them
+    held = 0  # their length
     first: int | None = None
     last: int | None = None
     records = 0
-    torn: int | None = None
-    while pos < len(data):
-        end = data.find(b"\n", pos)
-        if end < 0:
-            hidden = _hidden_record_end(data[pos:])
-            if hidden is not None:
-                raise CorruptState(
-                    path, pos + hidden, "bytes after a complete final record where its newline belongs"
-                )
-            torn = pos
-            break
-        record = data[pos:end]
-        why = _unchecked(record)
-        if why is not None:
-            raise CorruptState(path, pos, why)
-        seq_only = _covered_seq(record, after_seq)
-        if seq_only is None:
-            decoded = _decode_checked(record, "entry")
-            if isinstance(decoded, str):
-                raise CorruptState(path, pos, decoded)
-            seq, body = decoded
+    for chunk in chunks:
+        if b"\n" not in chunk:
+            tail.append(chunk)
+            held += len(chunk)
         else:
-            seq, body = seq_only, {}
-        if last is not None and seq != last + 1:
-            raise CorruptState(path, pos, f"entry seq {seq} does not follow seq {last} in the same segment")
-        if first is None:
-            first = seq
-        last = seq
-        records += 1
-        if seq > after_seq:
-            sink.append(Entry(seq, body))
-        pos = end + 1
-    return SegmentInfo(path.name, number, len(data), first, last, records, torn)
+            data = b"".join((*tail, chunk))
+            pos = 0
+            while (end := data.find(b"\n", pos)) >= 0:
+                offset = start + pos
+                if end + 1 - pos > MAX_LINE_BYTES:
+                    raise CorruptState(path, offset, "a record longer than any this store writes")
+                record = data[pos:end]
+                why = _unchecked(record)
+                if why is not None:
+                    raise CorruptState(path, offset, why)
+                seq_only = _covered_seq(record, after_seq)
+                if seq_only is None:
+                    decoded = _decode_checked(record, "entry")
+                    if isinstance(decoded, str):
+                        raise CorruptState(path, offset, decoded)
+                    seq, body = decoded
+                else:
+                    seq, body = seq_only, {}
+                if last is not None and seq != last + 1:
+                    why = f"entry seq {seq} does not follow seq {last} in the same segment"
+                    raise CorruptState(path, offset, why)
+                if first is None:
+                    first = seq
+                last = seq
+                records += 1
+                if seq > after_seq:
+                    sink.append(Entry(seq, body))
+                pos = end + 1
+            start += pos
+            tail = [data[pos:]]
+            held = len(data) - pos
+        if held >= MAX_LINE_BYTES:  # even a newline next would not make it a line the store writes
+            raise CorruptState(path, start, "a record longer than any this store writes")
+    torn: int | None = None
+    if held:
+        hidden = _hidden_record_end(b"".join(tail))
+        if hidden is not None:
+            raise CorruptState(
+                path, start + hidden, "bytes after a complete final record where its newline belongs"
+            )
+        torn = start
+    return SegmentInfo(path.name, number, start + held, first, last, records, torn)
 
 
 def _joined(
@@ -315,7 +340,7 @@ def _joined(
         for name in names:
             part = directory / name
             try:
-                data = ops.read_bytes(part)
+                data = ops.read_bytes(part, MAX_CHECKPOINT_BYTES)
             except FileNotFoundError:
                 if checkpoint not in ops.listdir(directory):
                     raise
@@ -329,8 +354,6 @@ def _joined(
 
 
 def _parse_part(path: Path, data: bytes) -> dict[str, object]:
-    if len(data) > MAX_CHECKPOINT_BYTES:
-        raise CorruptState(path, MAX_CHECKPOINT_BYTES, "part is larger than any this store writes")
     if not data.endswith(b"\n") or data.find(b"\n") != len(data) - 1:
         raise CorruptState(path, 0, "part is not one record and a newline")
     decoded = _decode(data[:-1], "part")
@@ -354,6 +377,10 @@ def _parse_checkpoint(path: Path, data: bytes, seq_in_name: int) -> dict[str, ob
     return payload
 
 
+def _named_as_data(name: str) -> bool:
+    return any(pattern.fullmatch(name) for pattern in (_SEGMENT_RE, _CHECKPOINT_RE, _PART_RE))
+
+
 def scan_store(directory: Path, ops: FileOps) -> StoreScan:
     """Read and validate a store directory without changing anything. Raises CorruptState on damage.
 
@@ -361,7 +388,16 @@ def scan_store(directory: Path, ops: FileOps) -> StoreScan:
     continue it without a gap or overlap; a gap is allowed only where a checkpoint covers it (compaction may
     have deleted some but not all of the segments behind that checkpoint when a crash interrupted it).
     """
+    with unfit_is_damage():
+        return _scan(directory, ops)
+
+
+def _scan(directory: Path, ops: FileOps) -> StoreScan:
+    ops.require(directory, stat.S_IFDIR)
     names = sorted(ops.listdir(directory))
+    for name in names:
+        if name == LOCK_NAME or name.endswith(TEMP_SUFFIX) or _named_as_data(name):
+            ops.require(directory / name)
     segments = sorted((int(m.group(1)), n) for n in names if (m := _SEGMENT_RE.fullmatch(n)))
     checkpoints = sorted((int(m.group(1)), n) for n in names if (m := _CHECKPOINT_RE.fullmatch(n)))
     temps = tuple(n for n in names if n.endswith(TEMP_SUFFIX))
@@ -370,10 +406,7 @@ def scan_store(directory: Path, ops: FileOps) -> StoreScan:
     payload: dict[str, object] | None = None
     for seq, name in checkpoints:
         path = directory / name
-        data = ops.read_bytes(path)
-        if len(data) > MAX_CHECKPOINT_BYTES:
-            raise CorruptState(path, MAX_CHECKPOINT_BYTES, "checkpoint is larger than any this store writes")
-        payload = _parse_checkpoint(path, data, seq)
+        payload = _parse_checkpoint(path, ops.read_bytes(path, MAX_CHECKPOINT_BYTES), seq)
         checkpoint_seq = seq
     parts: tuple[tuple[str, tuple[str, ...]], ...] = ()
     if payload is not None and PARTS_KEY in payload:
@@ -385,7 +418,8 @@ def scan_store(directory: Path, ops: FileOps) -> StoreScan:
     prev_last: int | None = None  # last record seq of the previous segment that had records
     for number, name in segments:
         path = directory / name
-        info = _parse_segment(path, ops.read_bytes(path), number, checkpoint_seq, entries)
+        with contextlib.closing(ops.read_chunks(path)) as chunks:
+            info = _parse_segment(path, chunks, number, checkpoint_seq, entries)
         if info.first_seq is not None:
             reached = prev_last or 0
             # A gap is allowed only where the checkpoint covers it; an overlap never is.
@@ -408,6 +442,16 @@ def scan_store(directory: Path, ops: FileOps) -> StoreScan:
     )
 
 
+@contextlib.contextmanager
+def unfit_is_damage() -> Iterator[None]:
+    """A store's file refused as unfit (of the wrong type, or too large: io/fileops.py) is that store's
+    damage: CorruptState naming it, every byte left in place."""
+    try:
+        yield
+    except UnfitFile as error:
+        raise CorruptState(error.path, error.offset, error.reason) from None
+
+
 def scan_store_consistent(directory: Path, ops: FileOps | None = None) -> StoreScan:
     """`scan_store` for readers beside a live writer: retries when compaction deletes a file it listed."""
     ops = ops or FileOps()
@@ -425,7 +469,8 @@ def scan_store_consistent(directory: Path, ops: FileOps | None = None) -> StoreS
 
 def ensure_private_dir(ops: FileOps, directory: Path) -> None:
     """Create `directory` (0700) and its missing parents, each fsynced into its parent so that it survives a
-    machine crash. The ledger store and the trace writer both keep their files in such a directory."""
+    machine crash. The ledger store and the trace writer both keep their files in such a directory. Raises
+    UnfitFile, changing nothing, when `directory` is a symlink (never followed) or not a directory."""
     missing: list[Path] = []
     probe = directory
     while not ops.is_dir(probe):
@@ -437,5 +482,4 @@ def ensure_private_dir(ops: FileOps, directory: Path) -> None:
         with contextlib.suppress(FileExistsError):  # a store opened beside us created it first
             ops.mkdir(path)
         ops.fsync_dir(path.parent)
-    if ops.mode(directory) != PRIVATE_DIR_MODE:
-        ops.chmod(directory, PRIVATE_DIR_MODE)
+    ops.fix_mode(directory, PRIVATE_DIR_MODE, stat.S_IFDIR)

@@ -21,6 +21,7 @@ import enum
 import functools
 import os
 import shutil
+import stat
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Final, Protocol, TypeVar
@@ -229,16 +230,21 @@ async def open_stores(
     root: Path, replay: Callable[[str, Recovery], R], stop: Callable[[str, str], None]
 ) -> dict[str, tuple[JournalStore, R]]:
     """Open and replay the journal store of every key (team id) under `root`, for the ledger and the boards
-    alike. A store that cannot be read or replayed is closed and its key stopped (`corrupt_state`)."""
+    alike. A store that cannot be opened (damaged, or an error of the file system), read or replayed is closed
+    and only its key stopped (`corrupt_state`); a symlink in a store's place is a damaged store, never
+    followed."""
     opened: dict[str, tuple[JournalStore, R]] = {}
     for key in sorted(os.listdir(root)) if root.is_dir() else []:
         directory = root / key
-        if not directory.is_dir():
-            continue
         try:
+            if not stat.S_ISDIR(kind := os.lstat(directory).st_mode) and not stat.S_ISLNK(kind):
+                continue  # a stray file is no store
             store, recovery = await JournalStore.open(directory)
         except CorruptState as error:
             stop(key, f"{E.CORRUPT_STATE}: {error}")
+            continue
+        except OSError as error:
+            stop(key, f"{E.CORRUPT_STATE}: {directory} cannot be opened: {error}")
             continue
         try:
             opened[key] = (store, replay(key, recovery))
