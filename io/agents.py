@@ -4,9 +4,11 @@
 # fsync directory), mode 0600, written only by the daemon. A damaged file is kept as it is and reported.
 #
 # Registration is where the trust rule of team.v1 is first applied: "ordinary terminal shells cannot be
-# automatic answering members". A pane whose foreground program is a plain shell would run a pasted notice
-# as commands, so it may join only as inbox-only (never written to; it reads with `harness team inbox`).
-# The desk's tmux adapter checks the foreground again before every paste (a program may exit to its shell).
+# automatic answering members". A pane where a plain shell would read a paste (by tmux's name for its
+# foreground program, or by the real executables of its foreground processes and those below them: a bash
+# under `script` or renamed by `exec -a` fools the name) would run a pasted notice as commands, so it may
+# join only as inbox-only (never written to; it reads with `harness team inbox`). The desk's tmux adapter
+# checks again before every paste (a program may exit to its shell).
 from __future__ import annotations
 
 import enum
@@ -23,8 +25,7 @@ from harness.core.codec import from_json, to_json
 from harness.core.errors import ErrorCode, Rejected
 from harness.core.terminal_text import is_terminal_safe
 from harness.io import home as homes
-from harness.io.profiles import is_plain_shell
-from harness.io.tmux import AgentTerminal, pane_foreground
+from harness.io.tmux import AgentTerminal, pane_plain_shell
 
 REGISTRY_FILE = "agents.json"
 FORMAT_VERSION = 1
@@ -101,13 +102,13 @@ class AgentRegistry:
         path: Path,
         entries: Mapping[str, AgentEntry] | None = None,
         unavailable: str | None = None,
-        foreground: Callable[[str, str], Awaitable[str | None]] = pane_foreground,
+        plain_shell: Callable[[str, str], Awaitable[str | None]] = pane_plain_shell,
     ) -> None:
         self.path = path
         self.unavailable = unavailable
         self._entries = dict(entries or {})
         self._lock = trio.Lock()
-        self._foreground = foreground  # (socket, target) -> the pane's foreground program, None if unseen
+        self._plain_shell = plain_shell  # (socket, target) -> the plain shell there, None if none or unseen
 
     @classmethod
     def load(cls, home: Path) -> AgentRegistry:
@@ -193,11 +194,12 @@ class AgentRegistry:
         return entry
 
     async def _refuse_plain_shell(self, pane: TmuxPane) -> None:
-        """A pane that cannot be seen now is registered (it reads offline until it can be, and every paste
-        checks its foreground first); one that runs a plain shell is refused for pushed notices."""
-        command = await self._foreground(pane.socket, pane.target)
-        if command is not None and is_plain_shell(command):
-            raise AgentError(Refusal.PLAIN_SHELL, _plain_shell_refusal(pane.target, command))
+        """A pane that cannot be seen now, or whose processes cannot, is registered (it reads offline until
+        they can be, and every paste checks first); one where a plain shell would read a paste is refused for
+        pushed notices."""
+        shell = await self._plain_shell(pane.socket, pane.target)
+        if shell is not None:
+            raise AgentError(Refusal.PLAIN_SHELL, _plain_shell_refusal(pane.target, shell))
 
     async def remove(self, ref: str) -> AgentEntry:
         entry = self.show(ref)
@@ -215,9 +217,9 @@ class AgentRegistry:
         self._entries = entries  # only once it is on disk
 
 
-def _plain_shell_refusal(target: str, command: str) -> str:
+def _plain_shell_refusal(target: str, shell: str) -> str:
     return (
-        f"the pane {target} runs {command}, an ordinary terminal shell, where a pasted notice would run as "
+        f"the pane {target} has an ordinary terminal shell ({shell}), where a pasted notice would run as "
         "commands (team.v1: ordinary terminal shells cannot be automatic answering members); run the agent "
         "program in it, or register it inbox-only (--inbox-only) to read notices with `harness team inbox`"
     )

@@ -144,7 +144,8 @@ class PaneInfo:
     """What tmux says about the pane besides its pixels."""
 
     dead: bool = False
-    pid: int | None = None
+    pid: int | None = None  # #{pane_pid}
+    tty: str = ""  # #{pane_tty}
     command: str = ""  # #{pane_current_command}
     cursor_y: int | None = None  # #{cursor_y}, 0 = top row of the capture
     width: int | None = None  # #{pane_width}: wrapped lines are joined in a capture, the cursor row is not
@@ -216,19 +217,22 @@ COMMON_DIALOGS = (
     "Apply this change?",
     "Press enter to confirm or esc to cancel",
 )
-# Ordinary terminal shells (and the remote logins that hand a shell their input), as tmux names a pane's
-# foreground program (#{pane_current_command}: argv[0]'s base name, a login shell's leading '-' removed).
+# Ordinary terminal shells, and the programs that hand a shell out of sight their input: remote logins, and
+# the clients of terminal multiplexers, whose shells run in panes of their own, not below this pane. Matched
+# against tmux's name for a pane's foreground program (#{pane_current_command}: argv[0]'s base name, a login
+# shell's leading '-' removed) and against each process's real executable (io/pane_processes.py).
 # team.v1: "Ordinary terminal shells cannot be automatic answering members", so nothing is ever pasted into
-# a pane while one of these is its foreground program: pasted text would run as commands.
+# a pane while one of these would read it: pasted text would run as commands.
 SHELLS = frozenset(
     {"bash", "sh", "zsh", "fish", "dash", "ksh", "tcsh", "csh", "ash", "mksh", "oksh", "rbash", "yash"}
     | {"busybox", "elvish", "nu", "pwsh", "xonsh", "ssh", "mosh-client", "telnet"}
+    | {"tmux", "screen", "zellij"}
 )
 
 
 def is_plain_shell(command: str) -> bool:
-    """Whether a pane's foreground program is an ordinary terminal shell: one of SHELLS, or whatever this
-    user's login shell ($SHELL) is called."""
+    """Whether a program name (a pane's foreground program, or an executable's base name) is an ordinary
+    terminal shell: one of SHELLS, or whatever this user's login shell ($SHELL) is called."""
     login = os.path.basename(os.environ.get("SHELL", "")).lstrip("-")
     return command in SHELLS or (bool(login) and command == login)
 
@@ -560,7 +564,7 @@ GROK = Profile(
 # --- a generic prompt: a shell-capable agent program (`shell`) or a scripted line reader (`scripted`) ------
 # Both show a `$`/`%`/`#`/`>` prompt on their last line. The same reading also describes a bash pane (the
 # captured fixtures are bash), which is how an inbox-only shell member is shown; a plain shell is never
-# written to whatever its screen says (io/tmux.py checks the pane's foreground program before every paste).
+# written to whatever its screen says (io/tmux.py checks the pane before every paste, by name and by process).
 
 _PROMPT = re.compile(r"^(\S*[$#%>\u276f]) ?(.*)$")
 _QUESTION = re.compile(r"\[y/N\]|\[Y/n\]|\(y/n\)|\(yes/no\)|[Pp]assword[^:]*:\s*$")

@@ -10,8 +10,10 @@
 # once (load-buffer + bracketed paste-buffer; one line of text, unbracketed, for an engine whose profile says
 # it knows no bracketed paste), presses Enter once as its own key, and confirms the submit from the screen.
 # It never sends interrupt or cancel keys and never clears, edits or submits a draft that is not exactly its
-# own notice. Every look also asks tmux for the pane's foreground program: while that is a plain shell the
-# pane reads offline, so no paste and no Enter reaches it (an agent program may exit back to its shell after
+# own notice. Every look also checks what would read a paste: tmux's name for the pane's foreground program,
+# and the processes of the pane's foreground and below it (io/pane_processes.py: a shell under `script` or
+# renamed by `exec -a` fools the name). While a plain shell is there, or /proc cannot tell, the pane reads
+# offline, so no paste and no Enter reaches it (an agent program may exit back to its shell after
 # registration); an inbox-only agent is never looked at or written to.
 from __future__ import annotations
 
@@ -22,13 +24,14 @@ import secrets
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol, Self
 
 import attrs
 import trio
 
 from harness.core.terminal_text import is_terminal_safe
+from harness.io.pane_processes import ProcessesUnseen, plain_shell_below
 from harness.io.profiles import (
     NoticeInput,
     Observation,
@@ -49,7 +52,9 @@ if TYPE_CHECKING:  # the registry asks this module about panes; this module only
     from harness.io.agents import AgentRegistry
 
 TMUX = "tmux"
-PANE_FORMAT = "#{pane_id} #{pane_dead} #{pane_pid} #{cursor_y} #{pane_width} #{pane_current_command}"
+PANE_FORMAT = (
+    "#{pane_id} #{pane_dead} #{pane_pid} #{cursor_y} #{pane_width} #{pane_tty} #{pane_current_command}"
+)
 HISTORY_LINES = 200  # scrollback looked at when recognising a turn (a long turn scrolls the notice away)
 
 
@@ -268,12 +273,14 @@ async def pane_info(runner: Runner, target: str) -> PaneInfo:
     """tmux's view of the pane. display-message falls back to another pane when the target is gone, so a
     pane-id target is checked against the answer."""
     lines = await runner.run("display-message", "-p", "-t", target, PANE_FORMAT)
-    pane, dead, pid, cursor, width, command = ((lines[0] if lines else "") + " - - - - - -").split(" ", 5)
+    fields = ((lines[0] if lines else "") + " - - - - - - -").split(" ", 6)
+    pane, dead, pid, cursor, width, tty, command = fields
     if target.startswith("%") and pane != target:
         raise TmuxError(f"can't find pane: {target}")
     return PaneInfo(
         dead=dead == "1",
         pid=int(pid) if pid.isdigit() else None,
+        tty=tty.strip("-"),
         command=command.strip(" -"),
         cursor_y=int(cursor) if cursor.isdigit() else None,
         width=int(width) if width.isdigit() else None,
@@ -282,12 +289,34 @@ async def pane_info(runner: Runner, target: str) -> PaneInfo:
 
 async def pane_foreground(socket: str, target: str) -> str | None:
     """The program in the pane's foreground (#{pane_current_command}), or None when the pane cannot be seen
-    (no such server or pane, or a dead one)."""
+    (no such server or pane, or a dead one). A name only, maybe a wrapper's or an `exec -a` one: whether a
+    paste may reach the pane is `plain_shell_in`'s to say."""
     try:
         pane = await pane_info(ProcessRunner(socket), target)
     except TmuxError:
         return None
     return None if pane.dead else pane.command
+
+
+async def plain_shell_in(pane: PaneInfo) -> str | None:
+    """The plain shell that would read what is pasted into a live pane (described), or None: tmux's name for
+    its foreground program, then the processes of its foreground and below it (a name can be a wrapper's, or
+    an `exec -a` one). Raises ProcessesUnseen when /proc cannot tell: then nothing may be pasted."""
+    if is_plain_shell(pane.command):
+        return f"the pane's foreground program is {pane.command}"
+    if pane.pid is None:
+        raise ProcessesUnseen("tmux named no process for the pane")
+    return await trio.to_thread.run_sync(plain_shell_below, pane.pid, pane.tty)
+
+
+async def pane_plain_shell(socket: str, target: str) -> str | None:
+    """The plain shell in the pane (as `plain_shell_in` describes it), or None: also when the pane, or its
+    processes, cannot be seen now (the registry's convention: such a pane reads offline until they can)."""
+    try:
+        pane = await pane_info(ProcessRunner(socket), target)
+        return None if pane.dead else await plain_shell_in(pane)
+    except (TmuxError, ProcessesUnseen):
+        return None
 
 
 async def capture(runner: Runner, target: str, *, history: int = 0) -> str:
@@ -381,9 +410,15 @@ def _offline(why: str, raw: str = "") -> Look:
     return Look(Observation(ScreenState.OFFLINE, False, False, False, (why,)), raw)
 
 
-async def look(runner: Runner, terminal: AgentTerminal, *, history: int = 0) -> Look:
+PlainShell = Callable[[PaneInfo], Awaitable[str | None]]
+
+
+async def look(
+    runner: Runner, terminal: AgentTerminal, *, history: int = 0, plain_shell: PlainShell = plain_shell_in
+) -> Look:
     """What the agent's pane shows, as its engine profile reads it; offline when it is inbox-only, gone, or
-    has a plain shell in its foreground (whatever the screen looks like, a shell is never written to)."""
+    a plain shell would read a paste, or /proc cannot tell whether one would (whatever the screen looks like,
+    a shell is never written to)."""
     if terminal.inbox_only:
         return _offline(INBOX_ONLY)
     try:
@@ -391,9 +426,13 @@ async def look(runner: Runner, terminal: AgentTerminal, *, history: int = 0) -> 
         pane = await pane_info(runner, terminal.target)
     except TmuxError as error:
         return _offline(f"no pane: {error}")
-    if not pane.dead and is_plain_shell(pane.command):
-        why = f"plain shell: the pane's foreground program is {pane.command}; nothing is pasted into a shell"
-        return _offline(why, raw)
+    if not pane.dead:
+        try:
+            shell = await plain_shell(pane)
+        except ProcessesUnseen as error:
+            return _offline(f"unseen processes: {error}; nothing is pasted where a shell may read it", raw)
+        if shell is not None:
+            return _offline(f"plain shell: {shell}; nothing is pasted into a shell", raw)
     return Look(classify(terminal.engine, raw, pane), raw)
 
 
@@ -408,8 +447,10 @@ class TmuxTerminals:
         timing: WriteTiming | None = None,
         now_ms: Callable[[], int] | None = None,
         runner: Callable[[str], Runner] | None = None,
+        plain_shell: PlainShell = plain_shell_in,  # a scripted tmux (a test's) has no processes to look at
     ) -> None:
         self.timing = timing or WriteTiming()
+        self._plain_shell = plain_shell
         self._source = source
         self._now_ms = now_ms or (lambda: int(time.time() * 1000))
         self._make_runner: Callable[[str], Runner] = runner or ControlRunner
@@ -442,7 +483,7 @@ class TmuxTerminals:
             await runner.aclose()
 
     async def _look(self, entry: AgentTerminal, history: int = 0) -> Look:
-        return await look(self._runner(entry.socket), entry, history=history)
+        return await look(self._runner(entry.socket), entry, history=history, plain_shell=self._plain_shell)
 
     def _steady(self, entry: AgentTerminal, look: Look) -> Observation:
         """An idle screen reads `settling` until it held still: `settle` seconds after an attach (earlier

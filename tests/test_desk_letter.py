@@ -14,7 +14,7 @@ import trio
 
 from harness.io.agents import AgentRegistry
 from harness.io.desk_runner import RunnerTiming
-from harness.io.profiles import CLAUDE, CLAUDE_PROMPT, classify
+from harness.io.profiles import CLAUDE, CLAUDE_PROMPT, PaneInfo, classify
 from harness.io.terminal_port import Screen, ScreenState, WriteOutcome
 from harness.io.tmux import AgentTerminal, ProcessRunner, TmuxTerminals, WriteTiming, capture, new_session
 from tests.test_daemon import Api, running, team_with_keys
@@ -77,12 +77,17 @@ class ScriptedTmux:
         if args[0] == "capture-pane":
             return self.screen.split("\n")
         if args[0] == "display-message":
-            return ["%1 0 4242 20 100 claude"]
+            return ["%1 0 4242 20 100 /dev/pts/99 claude"]
         self.sent.append(args)
         return []
 
     async def aclose(self) -> None:
         return None
+
+
+async def no_shell_in_a_scripted_pane(pane: PaneInfo) -> None:
+    """The scripted pane's `claude` is no process: there is nothing below it to look at."""
+    return None
 
 
 @pytest.fixture
@@ -93,6 +98,7 @@ def scripted(autojump_clock: trio.testing.MockClock) -> tuple[ScriptedTmux, Tmux
         timing=WriteTiming(settle=0.0),
         now_ms=lambda: int(trio.current_time() * 1000),
         runner=lambda socket: tmux,
+        plain_shell=no_shell_in_a_scripted_pane,
     )
     return tmux, terminals
 

@@ -474,9 +474,10 @@ def test_prompt_states(engine: str) -> None:
 
 def test_plain_shells_are_named_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """team.v1: "Ordinary terminal shells cannot be automatic answering members": which foreground programs
-    count as one (tmux's #{pane_current_command}), the user's login shell included whatever it is called."""
+    count as one (tmux's #{pane_current_command}), the user's login shell included whatever it is called, and
+    so do the programs that hand a shell out of sight its input (a remote login, a multiplexer's client)."""
     monkeypatch.setenv("SHELL", "/opt/bin/oil")
-    for shell in ("bash", "zsh", "sh", "dash", "fish", "ksh", "tcsh", "csh", "oil", "ssh"):
+    for shell in ("bash", "zsh", "sh", "dash", "fish", "ksh", "tcsh", "csh", "oil", "ssh", "tmux", "screen"):
         assert is_plain_shell(shell), shell
     for program in ("claude", "codex", "node", "python3", "gemini", "vim", ""):
         assert not is_plain_shell(program), program

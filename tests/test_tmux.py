@@ -9,6 +9,7 @@ import json
 import os
 import secrets
 import signal
+import stat
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -30,6 +31,8 @@ from harness.io.tmux import (
     capture,
     kill_server,
     new_session,
+    pane_info,
+    plain_shell_in,
     quote,
 )
 
@@ -156,6 +159,15 @@ async def test_control_client_reconnects_when_tmux_drops_it(tui: Pane) -> None:
                     await trio.sleep(0.02)  # the detach raced the command: may have run, so it says so
     finally:
         await runner.aclose()
+
+
+async def test_pane_info_names_the_pane_s_process_and_its_tty(tui: Pane) -> None:
+    """What the plain-shell check by process starts from (io/pane_processes.py): the pane's first process
+    and its tty, on which that process runs."""
+    pane = await pane_info(ProcessRunner(tui.socket), tui.target)
+    assert pane.pid is not None and str(FAKE_TUI) in Path(f"/proc/{pane.pid}/cmdline").read_text()
+    assert stat.S_ISCHR(os.stat(pane.tty).st_mode) and os.path.samefile(f"/proc/{pane.pid}/fd/0", pane.tty)
+    assert await plain_shell_in(pane) is None
 
 
 # --- observing ----------------------------------------------------------------------------------------------
