@@ -43,12 +43,13 @@ def serve(
         int, typer.Option("--port", min=0, max=65535, help="Port on 127.0.0.1 (0 picks a free one).")
     ] = 8765,
     queue: Annotated[
-        int, typer.Option("--queue", help="Frames queued per connection.")
+        int, typer.Option("--queue", min=1, help="Frames queued per connection.")
     ] = RelayLimits().queue_frames,
     max_connections: Annotated[
         int,
         typer.Option(
             "--max-connections",
+            min=1,
             help="Authenticated connections at once; one more closes the one that routed least recently.",
         ),
     ] = RelayLimits().max_connections,
@@ -56,6 +57,7 @@ def serve(
         int,
         typer.Option(
             "--max-pending",
+            min=1,
             help="Connections still proving their address; one more closes the oldest of them.",
         ),
     ] = RelayLimits().max_pending,
