@@ -28,7 +28,6 @@ import trio
 
 from harness.io.fileops import PRIVATE_FILE_MODE, FileOps, close_both, write_all
 from harness.io.journal_files import (
-    LOCK_NAME,
     MAX_CHECKPOINT_BYTES,
     MAX_LINE_BYTES,
     PARTS_KEY,
@@ -39,7 +38,7 @@ from harness.io.journal_files import (
     StoreScan,
     checkpoint_name,
     encode_record,
-    ensure_private_dir,
+    locked_private_dir,
     part_bytes,
     scan_store,
     segment_name,
@@ -140,30 +139,24 @@ class JournalStore:
 
     @classmethod
     def _open_blocking(cls, directory: Path, ops: FileOps) -> tuple[JournalStore, Recovery]:
-        with unfit_is_damage():
-            ensure_private_dir(ops, directory)
-            try:
-                lock_fd = ops.lock(directory / LOCK_NAME)
-            except BlockingIOError as exc:
-                raise StoreLocked(f"{directory} is open in another process") from exc
-            try:
-                scan = scan_store(directory, ops)
-                for name in (*scan.temp_files, *scan.stray_parts):
-                    ops.unlink(directory / name)
-                if scan.temp_files or scan.stray_parts:
-                    ops.fsync_dir(directory)
-                for name in (*scan.checkpoints, *(s.name for s in scan.segments), *scan.parts):
-                    ops.fix_mode(directory / name, PRIVATE_FILE_MODE)
-                active_fd = None
-                if scan.segments:
-                    tail = scan.segments[-1]
-                    # Appending after a torn record would bury it mid-file; after a compaction leftover it
-                    # would leave a gap. Both cases start a fresh segment instead.
-                    if tail.torn_offset is None and tail.last_seq == scan.recovery.last_seq:
-                        active_fd = ops.open_append(directory / tail.name)
-            except BaseException:
-                ops.close(lock_fd)
-                raise
+        def busy() -> StoreLocked:
+            return StoreLocked(f"{directory} is open in another process")
+
+        with unfit_is_damage(), locked_private_dir(ops, directory, busy) as lock_fd:
+            scan = scan_store(directory, ops)
+            for name in (*scan.temp_files, *scan.stray_parts):
+                ops.unlink(directory / name)
+            if scan.temp_files or scan.stray_parts:
+                ops.fsync_dir(directory)
+            for name in (*scan.checkpoints, *(s.name for s in scan.segments), *scan.parts):
+                ops.fix_mode(directory / name, PRIVATE_FILE_MODE)
+            active_fd = None
+            if scan.segments:
+                tail = scan.segments[-1]
+                # Appending after a torn record would bury it mid-file; after a compaction leftover it would
+                # leave a gap. Both cases start a fresh segment instead.
+                if tail.torn_offset is None and tail.last_seq == scan.recovery.last_seq:
+                    active_fd = ops.open_append(directory / tail.name)
         return cls(directory, ops, lock_fd, scan, active_fd), scan.recovery
 
     @property

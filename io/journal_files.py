@@ -25,7 +25,7 @@ import json
 import re
 import stat
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Final
 
@@ -483,3 +483,20 @@ def ensure_private_dir(ops: FileOps, directory: Path) -> None:
             ops.mkdir(path)
         ops.fsync_dir(path.parent)
     ops.fix_mode(directory, PRIVATE_DIR_MODE, stat.S_IFDIR)
+
+
+@contextlib.contextmanager
+def locked_private_dir(ops: FileOps, directory: Path, busy: Callable[[], Exception]) -> Iterator[int]:
+    """`directory` made private (ensure_private_dir) and held by this process alone: yields the descriptor of
+    its lock file, to be kept by what is opened there; raises `busy()` when another process holds it. If
+    opening fails after the lock was taken, the lock is released, so a failed open leaves the store free."""
+    ensure_private_dir(ops, directory)
+    try:
+        lock_fd = ops.lock(directory / LOCK_NAME)
+    except BlockingIOError as error:
+        raise busy() from error
+    try:
+        yield lock_fd
+    except BaseException:
+        ops.close(lock_fd)
+        raise

@@ -28,7 +28,7 @@ import trio
 
 from harness.core.redaction import Redactor
 from harness.io.fileops import FileOps, close_both, write_all
-from harness.io.journal_files import ensure_private_dir  # the store's private-directory idiom, shared
+from harness.io.journal_files import locked_private_dir  # the store's private, locked directory, shared
 from harness.io.trace_files import (
     MAX_LINE_BYTES,
     TraceDamaged,
@@ -39,8 +39,6 @@ from harness.io.trace_files import (
     team_trace_dir,
     trace_files,
 )
-
-LOCK_NAME: Final = "lock"
 
 # A source is one of the harness's own (io/trace_files.py's LEDGER, DESK, BOARD, ORCHESTRATOR) or a
 # participant's member id or name.
@@ -151,16 +149,11 @@ class TraceWriter:
     def _open_blocking(
         cls, directory: Path, redactor: Redactor, bounds: TraceBounds, ops: FileOps, clock: Callable[[], int]
     ) -> TraceWriter:
-        ensure_private_dir(ops, directory)
-        try:
-            lock_fd = ops.lock(directory / LOCK_NAME)
-        except BlockingIOError as error:
-            raise TraceLocked(f"{directory} is written by another process") from error
-        try:
+        def busy() -> TraceLocked:
+            return TraceLocked(f"{directory} is written by another process")
+
+        with locked_private_dir(ops, directory, busy) as lock_fd:
             return cls(directory, ops, lock_fd, redactor=redactor, bounds=bounds, clock=clock)
-        except BaseException:
-            ops.close(lock_fd)
-            raise
 
     @property
     def directory(self) -> Path:
