@@ -125,6 +125,22 @@ class FileOps:
             os.close(fd)
         return b"".join(chunks)
 
+    def read_tail(self, path: Path, most: int) -> tuple[int, bytes]:
+        """The size of the regular file `path` (`open_read`) and its last `most` bytes (fewer if it is
+        shorter): for a reader that needs only a file's end, however large the file has become."""
+        fd = self.open_read(path)
+        try:
+            size = os.fstat(fd).st_size
+            os.lseek(fd, max(0, size - most), os.SEEK_SET)
+            chunks = []
+            read = 0
+            while read < most and (chunk := self.read(fd, min(_READ_CHUNK, most - read))):
+                chunks.append(chunk)
+                read += len(chunk)
+        finally:
+            os.close(fd)
+        return size, b"".join(chunks)
+
     def read_chunks(self, path: Path) -> Generator[bytes, None, None]:
         """The bytes of the regular file `path` (`open_read`), a part at a time, for a reader that keeps only
         some of them. The file is open until the iterator is exhausted or closed."""

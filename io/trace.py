@@ -70,13 +70,18 @@ def wall_clock_ms() -> int:
 
 
 def _last_seq(ops: FileOps, files: list[Path]) -> int:
-    """The seq of the newest complete line in `files` (0 when there is none)."""
+    """The seq of the newest complete line in `files` (0 when there is none). Only each file's end is read,
+    as much as a torn line and a whole one may hold: a trace file grown past any size its writer makes
+    (damage, a sparse file) costs no more to open than a full one."""
     for file in reversed(files):
-        data = ops.read_bytes(file)
-        end = data.rfind(b"\n")
+        size, tail = ops.read_tail(file, 2 * MAX_LINE_BYTES + 1)  # torn line, whole line, newline before
+        offset = size - len(tail)  # of tail[0] in the file
+        end = tail.rfind(b"\n")
+        start = tail.rfind(b"\n", 0, max(end, 0)) + 1
+        if offset and start == 0:
+            raise TraceDamaged(file, offset, f"no complete line of at most {MAX_LINE_BYTES} bytes at its end")
         if end >= 0:
-            start = data.rfind(b"\n", 0, end) + 1
-            return decode_line(file, start, data[start:end]).seq
+            return decode_line(file, offset + start, tail[start:end]).seq
     return 0
 
 
@@ -121,10 +126,10 @@ class TraceWriter:
         self._fd: int | None = None
         self._size = 0
         if files:
-            data = ops.read_bytes(files[-1])
+            size, last = ops.read_tail(files[-1], 1)
             # After a torn line (no final newline) or in a full file, the next line starts a new file.
-            if data.endswith(b"\n") and len(data) < bounds.file_bytes:
-                self._fd, self._size = ops.open_append(files[-1]), len(data)
+            if last == b"\n" and size < bounds.file_bytes:
+                self._fd, self._size = ops.open_append(files[-1]), size
         self._pending: list[bytes] = []
         self._sync_lock = trio.Lock()
         self._failure: TraceFailed | None = None

@@ -266,6 +266,52 @@ async def test_a_torn_last_line_is_skipped_and_never_rewritten(tmp_path: Path) -
     assert _seqs(directory) == [1, 2, 3, 4]
 
 
+class ReadCountingOps(FileOps):
+    def __init__(self) -> None:
+        self.read_bytes_total = 0
+
+    def read(self, fd: int, size: int) -> bytes:
+        data = super().read(fd, size)
+        self.read_bytes_total += len(data)
+        return data
+
+
+async def test_a_trace_file_grown_past_any_bound_is_opened_by_its_end(tmp_path: Path) -> None:
+    """A damaged trace file (here sparse, 4 GiB) cost its writer a read of the whole of it, in memory, when
+    the daemon opened the trace: no input may end a process. The writer reads only as much of the end as a
+    torn line and a whole one may hold, and goes on after the last line's seq, in a new file."""
+    directory = tmp_path / "t"
+    async with await _open(directory) as writer:
+        await writer.append("ledger", {"type": "x"})
+    (first,) = trace_files.trace_files(directory)
+    with first.open("r+b") as file:
+        file.truncate(4 << 30)
+        file.seek(0, os.SEEK_END)
+        file.write(b"\n" + trace_files.encode_line("ledger", 41, {"type": "x"}))
+    ops = ReadCountingOps()
+    async with await _open(directory, ops=ops) as writer:
+        assert await writer.append("desk", {"type": "y"}) == 42
+    assert ops.read_bytes_total <= 2 * trace_files.MAX_LINE_BYTES + 2
+    assert len(trace_files.trace_files(directory)) == 2
+
+
+async def test_a_torn_line_as_long_as_a_line_still_leaves_the_last_whole_line_found(tmp_path: Path) -> None:
+    """The end read covers a torn line of nearly a line's bound after a whole one of the bound: the seq goes
+    on after the whole line, and a file whose end holds no whole line within that is damage, not a guess."""
+    directory = tmp_path / "t"
+    directory.mkdir(mode=0o700)
+    path = directory / "trace-000000000001.ndjson"
+    pad = "p" * (trace_files.MAX_LINE_BYTES - 200)
+    whole = trace_files.encode_line("ledger", 7, {"type": "x", "pad": pad})
+    assert len(whole) <= trace_files.MAX_LINE_BYTES
+    path.write_bytes(b"x" * 5_000 + b"\n" + whole + b"{" * (trace_files.MAX_LINE_BYTES - 1))
+    async with await _open(directory) as writer:
+        assert writer.last_seq == 7
+    path.write_bytes(b"\n" + b"{" * (2 * trace_files.MAX_LINE_BYTES + 1))
+    with pytest.raises(trace_files.TraceDamaged):
+        await _open(directory)
+
+
 def test_damage_before_the_last_line_is_reported_with_its_offset(tmp_path: Path) -> None:
     path = tmp_path / "trace-000000000001.ndjson"
     good = trace_files.encode_line("ledger", 1, {"type": "x"})
