@@ -54,6 +54,12 @@ class BoardLimits:
     id_chars: int = DEFAULT_LIMITS.id_chars  # operation, task, note and member ids, and role names
     operations: int = 10_000  # retained operation ids (reads excepted, see ReadMessages)
     state_bytes: int = 8 * 1024 * 1024  # the seed's eight-MiB state limit, as measured by `weight`
+    # One member's share of what the board retains, over the operations it made (`Share`): a member flooding
+    # the board fills its own share, never the others' room (the owner has no share).
+    member_operations: int = 2_500
+    member_tasks: int = 125
+    member_notes: int = 500
+    member_bytes: int = 1024 * 1024  # the weight of its retained operations (texts included)
     preview_chars: int = 280  # text of one field shown to a model or a panel in a listing
 
 
@@ -357,6 +363,20 @@ BOARD_COMMAND_NAMES: Mapping[type[BoardCommand], str] = {
 }
 
 
+@attrs.frozen
+class Share:
+    """What one member's retained operations hold of the board: how many, how many of them added a task or
+    sent a note, and their weight. The `member_*` bounds cap it."""
+
+    operations: int = 0
+    tasks: int = 0
+    notes: int = 0
+    bytes: int = 0
+
+
+NO_SHARE: Final = Share()
+
+
 @attrs.frozen(cache_hash=True)
 class Board:
     session: Session
@@ -373,6 +393,7 @@ class Board:
     # Derived, so a step at full bounds never scans the board; invariants B3 and B7 recompute them.
     dependents: Map[str, tuple[str, ...]]  # task id -> the tasks that depend on it
     bytes: int  # the sum of `weight` over every record above
+    shares: Map[str, Share]  # member id -> its Share (B15); not journaled: rebuilt from `operations`
 
 
 @attrs.frozen
@@ -384,7 +405,7 @@ class BoardChanged:
 
 
 def empty_board(session: Session) -> Board:
-    return Board(session, 0, Map(), (), Map(), (), Map(), (), Map(), (), Map(), Map(), 0)
+    return Board(session, 0, Map(), (), Map(), (), Map(), (), Map(), (), Map(), Map(), 0, Map())
 
 
 # --- tables -------------------------------------------------------------------------------------------------
@@ -540,8 +561,44 @@ def _commit(
             f"the board would hold {after.bytes} bytes; at most {limits.state_bytes}",
             "state_bytes",
         )
+    if command.actor is not None and not isinstance(command, ReadMessages):
+        share = charged(board.shares.get(command.actor, NO_SHARE), command)
+        for bound, held in _share_bounds(share):
+            if held > getattr(limits, bound):
+                most = getattr(limits, bound)
+                why = f"member {command.actor!r} holds its share: {bound} {most}"
+                return reject(E.BOUND_EXCEEDED, why, bound)
+        after = replace(after, shares=after.shares.set(command.actor, share))
     after = replace(after, revision=board.revision + 1)
     return Accepted(after, outcome.result, (BoardChanged(after.session.team_id, after.revision),))
+
+
+def charged(share: Share, command: BoardCommand) -> Share:
+    """`share` with one more retained operation, `command`, of its member."""
+    return Share(
+        share.operations + 1,
+        share.tasks + isinstance(command, AddTask),
+        share.notes + isinstance(command, SendNote),
+        share.bytes + weight(command),
+    )
+
+
+def shares_of(operations: Mapping[str, BoardCommand]) -> Map[str, Share]:
+    """Every member's share of retained `operations`, in their order (a decoded board's `shares`)."""
+    shares: dict[str, Share] = {}
+    for command in operations.values():
+        if command.actor is not None:
+            shares[command.actor] = charged(shares.get(command.actor, NO_SHARE), command)
+    return Map(shares)
+
+
+def _share_bounds(share: Share) -> tuple[tuple[str, int], ...]:
+    return (
+        ("member_operations", share.operations),
+        ("member_tasks", share.tasks),
+        ("member_notes", share.notes),
+        ("member_bytes", share.bytes),
+    )
 
 
 # --- the state measure --------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-# The board's invariants (spec/board-v1.md, "Invariants", B1-B14) as production code. The Hypothesis
+# The board's invariants (spec/board-v1.md, "Invariants", B1-B15) as production code. The Hypothesis
 # machine, the model checker and the daemon (with HARNESS_CHECK_INVARIANTS=1) call these same functions, so
 # "the invariant held" means one thing everywhere. The checks restate each rule from the records rather than
 # calling the reducer's helpers where they can, so a wrong helper is caught, not echoed.
@@ -10,6 +10,7 @@ from operator import attrgetter
 from .board import (
     DEFAULT_BOARD_LIMITS,
     AddresseeKind,
+    AddTask,
     Board,
     BoardCommand,
     BoardLimits,
@@ -18,6 +19,7 @@ from .board import (
     Page,
     ReadMessages,
     Release,
+    SendNote,
     TaskState,
     step,
     weight,
@@ -31,9 +33,10 @@ TS = TaskState
 
 
 def board_violations(board: Board, limits: BoardLimits = DEFAULT_BOARD_LIMITS) -> list[Violation]:
-    """Every state invariant (B1-B8) that `board` breaks."""
+    """Every state invariant (B1-B8, B15) that `board` breaks."""
     found: list[Violation] = []
-    for check in (_bounds, _dependency_states, _graph, _claims, _roles, _mailboxes, _measure, _orders):
+    checks = (_bounds, _dependency_states, _graph, _claims, _roles, _mailboxes, _measure, _orders, _shares)
+    for check in checks:
         found.extend(check(board, limits))
     return found
 
@@ -225,6 +228,27 @@ def _measure(board: Board, limits: BoardLimits) -> Iterable[Violation]:
     )
     if total != board.bytes:
         yield "B7", f"the board counts {board.bytes} bytes; its records weigh {total}"
+
+
+def _shares(board: Board, limits: BoardLimits) -> Iterable[Violation]:
+    """B15: each member's share counts its retained operations, the tasks and notes they added, and their
+    weight; the owner (no actor) has none."""
+    counted: dict[str, tuple[int, int, int, int]] = {}
+    for command in board.operations.values():
+        if command.actor is None:
+            continue
+        operations, tasks, notes, total = counted.get(command.actor, (0, 0, 0, 0))
+        counted[command.actor] = (
+            operations + 1,
+            tasks + (1 if type(command) is AddTask else 0),
+            notes + (1 if type(command) is SendNote else 0),
+            total + weight(command),
+        )
+    held = {actor: (s.operations, s.tasks, s.notes, s.bytes) for actor, s in board.shares.items()}
+    for actor in sorted(held.keys() | counted.keys()):
+        share, made = held.get(actor), counted.get(actor)
+        if share != made:
+            yield "B15", f"{actor!r} holds a share of {share}; its operations make {made}"
 
 
 def _orders(board: Board, limits: BoardLimits) -> Iterable[Violation]:

@@ -141,9 +141,23 @@ def _newest_checkpoint(
     return None, None, refused
 
 
+def replay_limits(limits: BoardLimits) -> BoardLimits:
+    """`limits` as a journal is replayed under: a member's share (the `member_*` bounds) is an admission rule
+    made after boards were journaled, so a delta accepted before it is accepted again; every share stays
+    within the board-wide bound it is a part of."""
+    return attrs.evolve(
+        limits,
+        member_operations=limits.operations,
+        member_tasks=limits.tasks,
+        member_notes=limits.notes,
+        member_bytes=limits.state_bytes,
+    )
+
+
 def recover(
     team_id: str, records: Sequence[Record], limits: BoardLimits = DEFAULT_BOARD_LIMITS
 ) -> Recovered:
+    limits = replay_limits(limits)
     start, board, refused = _newest_checkpoint(team_id, records, limits)
     checkpoint = None if start is None or board is None else (records[start][0], board)
     applied, last_at, broken = 0, 0, False

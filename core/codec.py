@@ -17,7 +17,7 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 from cattrs.strategies import configure_tagged_union
 from immutables import Map
 
-from .board import BOARD_COMMAND_NAMES, Board, BoardCommand, Member, Note, Page
+from .board import BOARD_COMMAND_NAMES, Board, BoardCommand, Member, Note, Page, shares_of
 from .commands import COMMAND_NAMES, TeamCommand
 from .delivery import DeskCommand
 from .errors import ErrorCode, Rejected
@@ -240,13 +240,14 @@ def board_to_json(board: Board) -> dict[str, Any]:
     travel tagged like journal entries (a plain Map value would lose which command each is)."""
     data: dict[str, Any] = CONVERTER.unstructure(attrs.evolve(board, operations=Map()))
     data["operations"] = {op: board_command_to_json(command) for op, command in board.operations.items()}
+    del data["shares"]  # derived from the operations (B15): a checkpoint stays what it was before shares
     return data
 
 
 def board_from_json(data: object) -> Board | Rejected:
     if not isinstance(data, dict) or not isinstance(data.get("operations"), dict):
         return reject(ErrorCode.BAD_REQUEST, "a board is an object with 'operations'")
-    board = from_json({**data, "operations": {}}, Board)
+    board = from_json({**data, "operations": {}, "shares": {}}, Board)  # shares: rebuilt below
     if isinstance(board, Rejected):
         return board
     operations: dict[str, BoardCommand] = {}
@@ -255,7 +256,7 @@ def board_from_json(data: object) -> Board | Rejected:
         if isinstance(command, Rejected):
             return reject(ErrorCode.BAD_REQUEST, f"operation {op!r}: {command.detail}")
         operations[op] = command
-    return attrs.evolve(board, operations=Map(operations))
+    return attrs.evolve(board, operations=Map(operations), shares=shares_of(operations))
 
 
 def _describe(error: BaseException) -> str:

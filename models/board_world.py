@@ -24,7 +24,7 @@ AT = 1_000
 
 # The board's invariants by their spec ids (spec/board-v1.md, section 8): B1-B8 on every state, B9-B14 on
 # every step, all through core/board_invariants.py.
-BOARD_ALWAYS = tuple(f"B{number}" for number in range(1, 15))
+BOARD_ALWAYS = tuple(f"B{number}" for number in range(1, 16))
 # A reader that follows nextOffset until it is None has been shown every note of its mailbox it had not read
 # before it began. Seed: "Follow the returned nextOffset to retrieve later pages."
 PAGING = "paging-skips-no-note"

@@ -314,6 +314,21 @@ def _advance_unread_offset(board: b.Board, command: b.BoardCommand, limits: b.Bo
     return attrs.evolve(outcome, state=state, result=page)
 
 
+def _uncounted_note(board: b.Board, command: b.BoardCommand, limits: b.BoardLimits) -> b.BoardOutcome:
+    """A note is not counted in its sender's share: a member could send notes past `member_notes` and
+    `member_bytes`, filling the board for everyone."""
+    outcome = b.step(board, command, limits)
+    if not (isinstance(command, b.SendNote) and command.actor is not None and isinstance(outcome, Accepted)):
+        return outcome
+    if not outcome.changed:
+        return outcome
+    kept = board.shares.get(command.actor)
+    shares = outcome.state.shares.delete(command.actor) if kept is None else outcome.state.shares.set(
+        command.actor, kept
+    )
+    return attrs.evolve(outcome, state=replace(outcome.state, shares=shares))
+
+
 def _with_record(board: b.Board, field: str, key: str, record: object) -> b.Board:
     """`board` with `record` filed under `key`, its state measure kept right (B7), so the forged board differs
     from the real one only in the rule the mutant breaks."""
@@ -330,6 +345,7 @@ BOARD_MUTANTS: dict[str, BoardProtocol] = {
         attrs.evolve(BOARD_REAL, name="steal-claim", step=_steal_claim),
         attrs.evolve(BOARD_REAL, name="claim-unfinished-dependency", step=_claim_unfinished_dependency),
         attrs.evolve(BOARD_REAL, name="advance-unread-offset", step=_advance_unread_offset),
+        attrs.evolve(BOARD_REAL, name="uncounted-note", step=_uncounted_note),
     )
 }
 
@@ -338,4 +354,5 @@ BOARD_CAUGHT_BY: dict[str, tuple[str, str]] = {
     "steal-claim": ("board-claim-race", "B11"),
     "claim-unfinished-dependency": ("board-dependency-chain", "B2"),
     "advance-unread-offset": ("board-paging-reader", "paging-skips-no-note"),
+    "uncounted-note": ("board-paging-reader", "B15"),
 }

@@ -345,6 +345,60 @@ def test_every_bound_is_an_explicit_error() -> None:
     d.ok(b.ReadMessages, "b")  # reads keep no operation id, so a full operation log never silences a mailbox
 
 
+def test_a_member_flooding_the_board_fills_its_own_share_and_the_others_go_on() -> None:
+    """board-v1 section 5, a member's share: a peer's agent that sent notes, tasks or texts without end used
+    to fill the board's bounds for the whole team, for good (retained means retained). Each share refuses
+    its member naming the bound; another member and the owner are not touched; a repeat of an accepted
+    operation is still answered with its record."""
+    shares = {"member_operations": 4, "member_tasks": 2, "member_notes": 2, "member_bytes": 400}
+    for bound, most in shares.items():
+        d = Driver(b.BoardLimits(**{bound: most}))  # type: ignore[arg-type]
+        d.ok(b.SetMembers, None, ("flood", "peer"))
+        while True:
+            if bound in ("member_tasks", "member_operations"):
+                outcome = d.send(b.AddTask, "flood", "t")
+            else:
+                outcome = d.send(b.SendNote, "flood", member("peer"), "x" * 100)
+            if isinstance(outcome, Rejected):
+                break
+        assert (outcome.code, outcome.bound) == (E.BOUND_EXCEEDED, bound), outcome
+        assert "'flood'" in outcome.detail
+        held = d.board.shares["flood"]
+        assert getattr(held, bound.removeprefix("member_")) <= most
+        first = d.board.operations["op2"]  # op1 is set_members
+        again = d.apply(first)
+        assert first.actor == "flood" and isinstance(again, Accepted) and not again.changed
+        d.ok(b.SendNote, "peer", member("flood"), "still here")
+        d.ok(b.AddTask, "peer", "mine")
+        d.ok(b.SendNote, None, member("peer"), "the owner has no share")
+        assert "owner" not in d.board.shares and None not in d.board.shares
+
+
+def test_shares_are_rebuilt_from_a_checkpoint_and_replay_admits_what_was_accepted() -> None:
+    """Shares are derived, not journaled: a checkpoint holds none (so it is what it was before shares) and
+    decoding counts them from the operations; a journal in which a member went past a share, accepted
+    before the rule, recovers whole (recovery replays under `replay_limits`)."""
+    from harness.core.board_recovery import checkpoint_record, delta_record, recover
+    from harness.core.codec import board_from_json, board_to_json
+
+    d = Driver(b.BoardLimits(member_notes=1_000))
+    commands = [b.SetMembers("m", SESSION, None, 1, ("lead", "peer"))]
+    commands += [b.SendNote(f"n{i}", SESSION, "lead", 2 + i, member("peer"), "hi") for i in range(3)]
+    for command in commands:
+        assert isinstance(d.apply(command), Accepted)
+    encoded = board_to_json(d.board)
+    assert "shares" not in encoded
+    assert board_from_json(encoded) == d.board and d.board.shares["lead"].notes == 3
+    tight = b.BoardLimits(member_notes=2)
+    deltas = [(n, delta_record(command, n)) for n, command in enumerate(commands, start=1)]
+    found = recover("t", deltas, tight)
+    assert found.board == d.board and found.rejected == ()
+    with_checkpoint = [*deltas[:2], (3, checkpoint_record(found.board)), *deltas[2:]]
+    assert recover("t", with_checkpoint, tight).board == d.board
+    refused = b.step(d.board, b.SendNote("n9", SESSION, "lead", 9, member("peer"), "x"), tight)
+    assert isinstance(refused, Rejected) and refused.bound == "member_notes"
+
+
 def test_the_state_limit_is_measured_and_refuses_growth_only() -> None:
     """Seed: "Current mutations enforce the existing eight-MiB state limit"."""
     d = Driver(b.BoardLimits(state_bytes=2_000))

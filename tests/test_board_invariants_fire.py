@@ -79,13 +79,14 @@ BOARD = _build()
 
 
 def measured(board: b.Board) -> b.Board:
-    """`board` with its byte count made right again, so a case breaks only the rule it means to (B7)."""
+    """`board` with its byte count and its members' shares made right again, so a case breaks only the rule
+    it means to (B7, B15)."""
     total = sum(
         b.weight(record)
         for records in (board.members, board.roles, board.tasks, board.notes, board.operations)
         for record in records.values()
     )
-    return replace(board, bytes=total)
+    return replace(board, bytes=total, shares=b.shares_of(board.operations))
 
 
 def with_task(board: b.Board, task_id: str, /, **changes: Any) -> b.Board:
@@ -284,6 +285,17 @@ STATE_CASES: dict[str, Case] = {
         bi._measure,
         replace(BOARD, bytes=BOARD.bytes + 1),
         [("B7", f"the board counts {BOARD.bytes + 1} bytes; its records weigh {BOARD.bytes}")],
+    ),
+    # B15: members' shares
+    "share_miscounted": (
+        bi._shares,
+        replace(BOARD, shares=BOARD.shares.set("peer", replace(BOARD.shares["peer"], notes=2))),
+        [("B15", "'peer' holds a share of (4, 0, 2, 154); its operations make (4, 0, 1, 154)")],
+    ),
+    "owner_given_a_share": (
+        bi._shares,
+        replace(BOARD, shares=BOARD.shares.set("owner", b.Share(1, 0, 0, 1))),
+        [("B15", "'owner' holds a share of (1, 0, 0, 1); its operations make None")],
     ),
     # B8: orders and filing
     "order_lists_a_record_twice": (

@@ -44,7 +44,7 @@ def history(length: int) -> list[tuple[b.BoardCommand, b.Board]]:
     return steps
 
 
-LIMITS = b.BoardLimits(operations=20_000)
+LIMITS = b.BoardLimits(operations=20_000, member_operations=20_000)  # one member makes them all
 
 
 def records(
@@ -197,10 +197,11 @@ async def test_a_board_bigger_than_a_journal_entry_is_checkpointed(tmp_path: Pat
     async with running(tmp_path, checkpoint_policy=CheckpointPolicy(every=4)) as daemon:
         owner = await Api.open(daemon)
         keys = await team_with_keys(owner)
-        alice = await Api.open(daemon, keys["alice"])
-        note = {"type": "send_note", "to": {"kind": "member", "name": "bob"}, "text": "n" * 8_000}
-        for n in range(200):
-            await alice("board", "t1", id=f"note-{n}", command=note)
+        alice, bob = await Api.open(daemon, keys["alice"]), await Api.open(daemon, keys["bob"])
+        for sender, to in ((alice, "bob"), (bob, "alice")):  # each within its share (member_bytes)
+            note = {"type": "send_note", "to": {"kind": "member", "name": to}, "text": "n" * 8_000}
+            for n in range(100):
+                await sender("board", "t1", id=f"note-{to}-{n}", command=note)
         await alice("board", "t1", id="last", command={"type": "add_task", "title": "after the checkpoints"})
         before = await owner("board_get", "t1")
         assert before["bytes"] > 1_500_000 and before["notes"] == 200
