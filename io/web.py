@@ -18,9 +18,11 @@
 # (io/listeners.py) caps connections and drops one that has not presented a valid ticket in time.
 from __future__ import annotations
 
+import collections
 import hmac
 import json
 import secrets
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
@@ -80,6 +82,11 @@ PAGE_FRAME_BYTES: Final = 16 * 1024
 # Bounds on what the page side can make this server hold (each page load mints nothing; only the CLI does).
 MAX_TICKETS: Final = 16
 MAX_SESSIONS: Final = 64
+# A launch ticket is for opening the page now, and a session for a page that comes back: one copied out of a
+# terminal's scrollback, a shell's history or a browser's storage later is worth nothing. A session's time
+# runs from its last use (redeemed, or a page holding it closed), so an open page never loses it.
+TICKET_SECONDS: Final = 300.0
+SESSION_IDLE_SECONDS: Final = 12 * 3600.0
 # From accept to a redeemed ticket (or a served file); a connection that takes longer is dropped.
 HELLO_SECONDS: Final = 10.0
 WEB_LIMITS: Final = ListenerLimits(max_connections=64, handshake_seconds=HELLO_SECONDS)
@@ -112,6 +119,20 @@ class _Replay(trio.abc.Stream):
         await self._inner.aclose()
 
 
+def _keep(held: dict[str, float], key: str, at: float, most: int) -> None:
+    """`key` used `at`, moved to the newest end of `held`; the oldest beyond `most` lapse."""
+    held.pop(key, None)
+    held[key] = at
+    while len(held) > most:
+        del held[next(iter(held))]
+
+
+def _forget_before(held: dict[str, float], oldest: float) -> None:
+    """Every entry of `held` last used before `oldest` lapses (they are in order of use)."""
+    while held and next(iter(held.values())) < oldest:
+        del held[next(iter(held))]
+
+
 def _header(request: h11.Request, name: bytes) -> str | None:
     for key, value in request.headers:
         if key == name:
@@ -130,6 +151,7 @@ class WebServer:
         daemon_socket: Path | None = None,
         limits: ListenerLimits = WEB_LIMITS,
         log: Callable[[str], None] = lambda line: None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.home = home
         self.team_id = team_id
@@ -139,15 +161,18 @@ class WebServer:
         # does on the Unix sockets, and another user's connection is closed before a byte of it is read.
         self.listener = Listener("web", limits, log, peer_ok=lambda s: same_user_over_loopback(s.socket))
         self._log = log
-        self._tickets: list[str] = []
-        self._sessions: list[str] = []
+        self._clock = clock
+        self._tickets: dict[str, float] = {}  # ticket -> when it was minted, oldest first
+        self._sessions: dict[str, float] = {}  # session -> when it was last used, least recently first
+        self._open: collections.Counter[str] = collections.Counter()  # sessions of open pages
 
     # --- authority ------------------------------------------------------------------------------------------
 
     def mint_ticket(self) -> str:
-        """A new one-time launch ticket; the oldest unused one lapses beyond the bound."""
+        """A new one-time launch ticket, good for TICKET_SECONDS; the oldest unused one lapses beyond the
+        bound."""
         ticket = secrets.token_urlsafe(32)
-        self._tickets = [*self._tickets[-(MAX_TICKETS - 1) :], ticket]
+        _keep(self._tickets, ticket, self._clock(), MAX_TICKETS)
         return ticket
 
     def url(self, ticket: str) -> str:
@@ -158,18 +183,35 @@ class WebServer:
         if not isinstance(hello, dict) or hello.get("type") != "hello":
             return None
         ticket, session = hello.get("ticket"), hello.get("session")
+        now = self._clock()
+        for held in self._open:  # an open page uses its session all along
+            self.touch(held)
+        _forget_before(self._tickets, now - TICKET_SECONDS)
+        _forget_before(self._sessions, now - SESSION_IDLE_SECONDS)
         if isinstance(session, str):
             known = [s for s in self._sessions if hmac.compare_digest(s.encode(), session.encode())]
+            if known:
+                self.touch(known[0])
             return known[0] if known else None
         if not isinstance(ticket, str):
             return None
         spent = [t for t in self._tickets if hmac.compare_digest(t.encode(), ticket.encode())]
         if not spent:
             return None
-        self._tickets.remove(spent[0])
+        del self._tickets[spent[0]]
         fresh = secrets.token_urlsafe(32)
-        self._sessions = [*self._sessions[-(MAX_SESSIONS - 1) :], fresh]
+        _keep(self._sessions, fresh, now, MAX_SESSIONS)
         return fresh
+
+    @property
+    def open_pages(self) -> int:
+        """Pages connected with a session now."""
+        return sum(self._open.values())
+
+    def touch(self, session: str) -> None:
+        """`session` was used now: its idle time starts again (a session that has lapsed stays lapsed)."""
+        if session in self._sessions:
+            _keep(self._sessions, session, self._clock(), MAX_SESSIONS)
 
     # --- HTTP -----------------------------------------------------------------------------------------------
 
@@ -280,15 +322,21 @@ class WebServer:
                 page,
                 {
                     "type": "web_refused",
-                    "detail": "this page link was already used or is "
+                    "detail": "this page link was already used, has lapsed or is "
                     "unknown; run `harness web` again for a new one",
                 },
             )
             await close_websocket(page, REFUSED, "refused")
             return
         slot.mark_ready()
-        with slot.working():  # a page with a session stays as long as it is open
-            await self._session(page, session)
+        self._open[session] += 1
+        try:
+            with slot.working():  # a page with a session stays as long as it is open
+                await self._session(page, session)
+        finally:
+            self._open[session] -= 1
+            self._open += collections.Counter()  # drops the sessions no page holds any more
+            self.touch(session)  # its idle time starts when the page closes
 
     async def _session(self, page: WebSocketConnection, session: str) -> None:
         await _send(

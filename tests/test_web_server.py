@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from trio_websocket import ConnectionClosed, HandshakeError, WebSocketConnection
 from harness.io import home as homes
 from harness.io.client import Client
 from harness.io.daemon import Daemon
-from harness.io.web import REFUSED, WebServer
+from harness.io.web import REFUSED, SESSION_IDLE_SECONDS, TICKET_SECONDS, WebServer
 
 TEAM = "t1"
 DEADLINE = 60.0  # generous: the server and its client share a loaded two-core machine
@@ -23,7 +24,9 @@ MEMBERS = [{"id": "m-ann", "machineId": "machine-1", "agentId": "agent-ann", "na
 
 
 @asynccontextmanager
-async def serving(tmp_path: Path) -> AsyncIterator[tuple[Daemon, WebServer]]:
+async def serving(
+    tmp_path: Path, clock: Callable[[], float] = time.monotonic
+) -> AsyncIterator[tuple[Daemon, WebServer]]:
     home = tmp_path / "home"
     daemon = Daemon(home, log=lambda line: None)
     async with trio.open_nursery() as nursery:
@@ -37,7 +40,7 @@ async def serving(tmp_path: Path) -> AsyncIterator[tuple[Daemon, WebServer]]:
                 )
 
         await trio.to_thread.run_sync(create)
-        server = WebServer(home, TEAM)
+        server = WebServer(home, TEAM, clock=clock)
         await nursery.start(server.run, 0)
         try:
             yield daemon, server
@@ -128,6 +131,51 @@ async def test_the_ticket_is_spent_once_and_the_session_reconnects(tmp_path: Pat
         async with page(server) as ws:
             await ws.send_message(json.dumps({"type": "hello", "session": hello["session"]}))
             assert (await frames_until(ws, "web_link"))["state"] == "live"
+
+
+async def hello_answer(server: WebServer, hello: dict[str, str]) -> dict[str, Any]:
+    """What a page saying `hello` is answered first (web_hello or web_refused), once the server has seen the
+    page close again (its session's idle time starts then)."""
+    before = server.open_pages
+    async with page(server) as ws:
+        await ws.send_message(json.dumps({"type": "hello", **hello}))
+        with trio.fail_after(DEADLINE):
+            while (frame := json.loads(await ws.get_message()))["type"] not in ("web_hello", "web_refused"):
+                pass
+    with trio.fail_after(DEADLINE):
+        while server.open_pages > before:
+            await trio.sleep(0.01)
+    answer: dict[str, Any] = frame
+    return answer
+
+
+async def test_a_ticket_and_an_idle_session_lapse_and_an_open_page_keeps_its_session(tmp_path: Path) -> None:
+    """A launch ticket copied out of scrollback or a shell's history, or a session read out of a browser's
+    storage, used to reach the owner's actions for as long as `harness web` ran. A ticket lapses
+    TICKET_SECONDS after it was minted, a session SESSION_IDLE_SECONDS after its last use; a page open all
+    that time still comes back with its session once, after it closes."""
+    now = [1_000.0]
+    async with serving(tmp_path, clock=lambda: now[0]) as (_, server):
+        stale = server.mint_ticket()
+        now[0] += TICKET_SECONDS + 1
+        assert (await hello_answer(server, {"ticket": stale}))["type"] == "web_refused"
+        fresh = server.mint_ticket()
+        now[0] += TICKET_SECONDS - 1
+        async with page(server) as ws:
+            await ws.send_message(json.dumps({"type": "hello", "ticket": fresh}))
+            session = (await frames_until(ws, "web_hello"))["session"]
+            assert (await frames_until(ws, "web_link"))["state"] == "live"
+            now[0] += SESSION_IDLE_SECONDS + 1  # open all along; another page's hello lapses what is idle
+            assert (await hello_answer(server, {"ticket": "unknown"}))["type"] == "web_refused"
+        with trio.fail_after(DEADLINE):
+            while server.open_pages:
+                await trio.sleep(0.01)
+        assert (await hello_answer(server, {"session": session}))["type"] == "web_hello"
+        now[0] += SESSION_IDLE_SECONDS - 1
+        assert (await hello_answer(server, {"session": session}))["type"] == "web_hello"
+        now[0] += SESSION_IDLE_SECONDS + 1
+        refused = await hello_answer(server, {"session": session})
+        assert refused["type"] == "web_refused" and "lapsed" in refused["detail"]
 
 
 async def test_only_the_pages_actions_on_its_own_team_are_relayed(tmp_path: Path) -> None:
