@@ -611,9 +611,9 @@ def doctor(
         listeners = daemon.get("listeners")
         if isinstance(listeners, dict):
             for name, counts in listeners.items():
-                print(f"daemon {name}: " + ", ".join(f"{key} {value}" for key, value in counts.items()))
+                output.say(f"daemon {name}: " + ", ".join(f"{key} {value}" for key, value in counts.items()))
         else:
-            print(f"daemon: not running ({daemon.get('detail')})")
+            output.say(f"daemon: not running ({daemon.get('detail')})")
         remote = daemon.get("remote")
         if isinstance(remote, dict):
             print(output.shown(_relay_line(remote)))
@@ -629,7 +629,7 @@ def doctor(
                 if damage
                 else f"problems: {store.get('permissions')}"
             )
-            print(f"{what}: {state}")
+            output.say(f"{what}: {state}")  # a directory's name and a damage report hold any bytes
         print("all stores healthy" if report["ok"] else "some stores need attention (see above)")
     if not report["ok"]:
         raise typer.Exit(output.PROTOCOL_ERROR)

@@ -71,7 +71,7 @@ def accept(
     if json_out:
         output.emit_json(peer.view())
     else:
-        print(f"paired with machine {peer.machine_id} (address {peer.address}) via {peer.relay}")
+        output.say(f"paired with machine {peer.machine_id} (address {peer.address}) via {peer.relay}")
 
 
 @pair_app.command("list")
@@ -86,7 +86,7 @@ def list_peers(home: HomeOpt = None, json_out: JsonOpt = False) -> None:
         output.emit_json({"peers": peers})
         return
     for peer in peers or [{"machineId": "(no paired machines)", "address": "", "relay": ""}]:
-        print(f"{peer['machineId']}  {peer['address']}  {peer['relay']}")
+        output.say(f"{peer['machineId']}  {peer['address']}  {peer['relay']}")
 
 
 @pair_app.command()
@@ -108,4 +108,4 @@ def remove(
     if json_out:
         output.emit_json(peer.view())
     else:
-        print(f"removed machine {peer.machine_id}")
+        output.say(f"removed machine {peer.machine_id}")

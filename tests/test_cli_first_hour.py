@@ -232,6 +232,21 @@ def test_doctor_of_a_team_this_data_directory_lacks_is_not_found(tmp_path: Path)
     assert done.stderr.startswith("harness: not_found: no team 't-absent'") and done.stderr.count("\n") == 1
 
 
+def test_doctor_shows_a_data_directorys_and_a_stores_names_terminal_safe(tmp_path: Path) -> None:
+    """Found by an adversarial review: `doctor` printed the data directory (an argument, HARNESS_HOME) and
+    the name of a directory under teams/ledgers with their bytes: OSC 0 set the terminal's title, OSC 52
+    wrote its clipboard, CSI coloured the rest. Every line is now shown as `daemon status` shows its path."""
+    home = tmp_path / "home\x1b]0;TITLE\x07"
+    ledgers = home / "teams" / "ledgers"
+    ledgers.mkdir(parents=True)
+    home.chmod(0o700)
+    (ledgers / "x\x1b]52;c;ZWNobyBwd25lZA==\x07\x1b[31m").mkdir(mode=0o700)
+    done = run(home, "doctor")
+    assert done.returncode in (0, 1) and done.stderr == "", done
+    assert "\x1b" not in done.stdout and "\x07" not in done.stdout, done.stdout
+    assert "x\u241b]52;c;" in done.stdout and "home\u241b]0;" in done.stdout, done.stdout  # shown, not obeyed
+
+
 def test_a_remote_watch_from_a_data_directory_that_is_a_file_is_unreachable(tmp_path: Path) -> None:
     """Found by the fuzz at 2,000 examples per command: `team watch --machine M --home FILE` read the owner
     token under the file and ended in the last-resort `internal` handler (NotADirectoryError)."""
