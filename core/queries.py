@@ -234,8 +234,9 @@ def desk_usage(
     desk: Desk, team: Team, limits: Limits, viewer: Membership | None = None
 ) -> tuple[BoundUse, ...]:
     """The bounds of a destination's desk as they touch the team: the records it retains (for every team,
-    which share them) and the unsent notices of the busiest agent session of the team's active members on
-    that machine (for a member viewer, its own)."""
+    which share them; not for a member viewer, to whom its rise would tell of other teams' questions) and the
+    unsent notices of the busiest agent session of the team's active members on that machine (for a member
+    viewer, its own)."""
     members = (team.members[member] for member in team.member_order) if viewer is None else (viewer,)
     local = [
         (unsent_count(session), member.id)
@@ -245,10 +246,10 @@ def desk_usage(
         and (session := desk.sessions.get(member.agent_id)) is not None
     ]
     queued, busiest = _most(local)
-    return (
-        BoundUse("delivery_records", len(desk.notices), limits.delivery_records),
-        BoundUse("queued_per_agent", queued, limits.queued_per_agent, busiest),
-    )
+    own = BoundUse("queued_per_agent", queued, limits.queued_per_agent, busiest)
+    if viewer is not None:
+        return (own,)
+    return (BoundUse("delivery_records", len(desk.notices), limits.delivery_records), own)
 
 
 # visible_exchange is the reducer's own read rule (core/team.py), offered here with the other reads.
