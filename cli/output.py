@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from harness.core.terminal_text import is_terminal_safe, quoted, terminal_safe
+from harness.core.terminal_text import QUOTE, is_terminal_safe, quoted, terminal_safe
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -95,8 +95,42 @@ def say(text: str, look: Look | None = None, *, block: bool = False, style: str 
 
 def say_quoted(text: str, look: Look | None = None, *, indent: str = "") -> None:
     """Print text someone else wrote (a question, an answer, a note), every line of it after `> `: no line
-    of it can pass for one this CLI wrote (a note's `note … from …` header, an answer's `answer by …`)."""
-    say(indent + quoted(text).replace("\n", "\n" + indent), look, block=True)
+    of it can pass for one this CLI wrote (a note's `note … from …` header, an answer's `answer by …`).
+    On a terminal a line is also folded to its width, each piece after `> `: a line the terminal wrapped
+    itself would go on at the left edge, and a peer padded its answer so that the wrapped part read as the
+    CLI's own `answer by owner … (verified by harness)`."""
+    from rich.cells import cell_len
+
+    safe = terminal_safe(text, line_breaks=True, tabs=True)
+    lines = quoted(safe).replace("\r\n", "\n").split("\n")
+    columns = _terminal_columns()
+    if columns is not None:
+        room = max(columns - cell_len(indent + QUOTE), 1)
+        lines = [QUOTE + piece for line in lines for piece in _fold(line[len(QUOTE) :].expandtabs(), room)]
+    _console(look).print(shown("\n".join(indent + line for line in lines), block=True))
+
+
+def _terminal_columns() -> int | None:
+    """The width of the terminal stdout is, or None when it is none (a pipe wraps nothing)."""
+    from rich.console import Console
+
+    console = Console(soft_wrap=True)
+    return console.width if console.is_terminal else None
+
+
+def _fold(line: str, room: int) -> list[str]:
+    """`line` in pieces of at most `room` terminal cells each (at least one piece, maybe empty)."""
+    from rich.cells import cell_len
+
+    pieces, piece, used = [], "", 0
+    for char in line:
+        width = cell_len(char)
+        if piece and used + width > room:
+            pieces.append(piece)
+            piece, used = "", 0
+        piece += char
+        used += width
+    return [*pieces, piece]
 
 
 @dataclass(frozen=True)
