@@ -38,6 +38,7 @@ class Refusal(enum.StrEnum):
     CORRUPT_SETTING = "corrupt_state"  # the settings file is damaged: kept as it is, nothing is changed
     UNSEEN = "unseen"  # a pane tmux did not answer about: its memberships are kept as they are
     APPLY_FAILED = "apply_failed"  # the ledger refused an operation (a full bound): retried every pass
+    NO_ROOM = "bound_exceeded"  # a window gets no channel: channels hold their share of the owner's teams
 
 
 @attrs.frozen
@@ -155,10 +156,8 @@ def plan(
         return tuple(ArchiveChannel(team_id) for team_id in sorted(open_))
     archives = [ArchiveChannel(t) for t in sorted(open_) if epoch_of(t) != setting.epoch]
     current = {t: team for t, team in open_.items() if epoch_of(t) == setting.epoch}
-    wanted: dict[str, tuple[Window, list[str]]] = {}
-    for agent_id in sorted(observation.panes):
-        window = observation.panes[agent_id].window
-        wanted.setdefault(channel_id(setting.epoch, window), (window, []))[1].append(agent_id)
+    wanted = _wanted(setting, observation)
+    room = channel_room(teams, limits)
     leaves: list[LeaveChannel] = []
     for team_id in sorted(current):
         stays = set(wanted.get(team_id, (None, []))[1]) | observation.unseen
@@ -181,10 +180,40 @@ def plan(
             if agent_id not in present
         )
         if team is None:
+            if room <= 0:
+                continue  # `roomless` names it
+            room -= 1
             arrivals.append(CreateChannel(team_id, channel_name(window), joiners))
         else:
             arrivals.extend(JoinChannel(team_id, joiner) for joiner in joiners)
     return (*archives, *leaves, *arrivals)
+
+
+def channel_room(teams: Mapping[str, Team], limits: Limits) -> int:
+    """How many more channel teams may be made. Channels retain at most half of the owner's `teams` bound
+    (archived ones count, as every retained team does): panes moved through new windows (an engine's shell
+    can run `tmux break-pane`) once made a team of each and took every place, so the owner could create no
+    team of its own."""
+    return limits.teams // 2 - sum(1 for team_id in teams if is_channel(team_id))
+
+
+def roomless(
+    setting: Setting, teams: Mapping[str, Team], observation: Observation, limits: Limits
+) -> tuple[str, ...]:
+    """The channel ids of windows holding agents that `plan` gives no team for want of room."""
+    if not setting.enabled:
+        return ()
+    made = {op.team_id for op in plan(setting, teams, observation, limits) if isinstance(op, CreateChannel)}
+    return tuple(sorted(t for t in _wanted(setting, observation) if t not in teams and t not in made))
+
+
+def _wanted(setting: Setting, observation: Observation) -> dict[str, tuple[Window, list[str]]]:
+    """Each window holding agents, by its channel id in this epoch: the window and its agents."""
+    wanted: dict[str, tuple[Window, list[str]]] = {}
+    for agent_id in sorted(observation.panes):
+        window = observation.panes[agent_id].window
+        wanted.setdefault(channel_id(setting.epoch, window), (window, []))[1].append(agent_id)
+    return wanted
 
 
 def _active(team: Team) -> list[Membership]:

@@ -129,7 +129,14 @@ class ChannelKeeper:
             agent_id: f"{ch.Refusal.UNSEEN}: agent {agent_id}: tmux did not answer; its memberships are kept"
             for agent_id in observation.unseen
         }
-        for operation in ch.plan(setting, self._ledger().teams, observation, self._limits):
+        teams = self._ledger().teams
+        for team_id in ch.roomless(setting, teams, observation, self._limits):
+            problems[team_id] = (
+                f"{ch.Refusal.NO_ROOM}: no channel for window {team_id}: channels hold at most "
+                f"{self._limits.teams // 2} of the owner's {self._limits.teams} teams, archived ones "
+                "included; `harness team --team ID delete` (daemon stopped) frees an archived one's place"
+            )
+        for operation in ch.plan(setting, teams, observation, self._limits):
             try:
                 await self._apply(operation)
             except ActionError as error:

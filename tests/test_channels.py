@@ -72,6 +72,29 @@ def channel(setting: ch.Setting, window: int) -> str:
 # --- the plan -----------------------------------------------------------------------------------------------
 
 
+def test_windows_that_come_and_go_never_take_the_owners_own_teams() -> None:
+    """An adversarial review moved one agent pane through 101 new windows: 100 channel teams, and then the
+    owner's `team create` was refused (`the owner already retains 100 teams`) until the daemon was stopped
+    and each team exported and deleted. Channels hold at most half of the `teams` bound: a window past it
+    gets no channel (named by `roomless`, logged by the keeper), the plan is still a fixpoint, and the owner
+    creates its own teams in the other half."""
+    limits = attrs.evolve(DEFAULT_LIMITS, teams=4)
+    ledger = Ledger()
+    for window in range(3):  # one agent, moved into a new window each time: each move leaves one more team
+        observation = seen({"a": window})
+        ledger = apply(ledger, ch.plan(ON, ledger.teams, observation, limits))
+        assert ch.plan(ON, ledger.teams, observation, limits) == ()  # a fixpoint, with or without room
+    assert sorted(ledger.teams) == sorted([channel(ON, 0), channel(ON, 1)])
+    assert ch.roomless(ON, ledger.teams, seen({"a": 2}), limits) == (channel(ON, 2),)
+    assert ch.roomless(ON, ledger.teams, seen({"a": 1}), limits) == ()  # a window that has its team
+    assert ch.roomless(ch.OFF, ledger.teams, seen({"a": 2}), limits) == ()
+    for n in (1, 2):
+        own = CreateTeam(n, f"mine{n}", "by hand", (NewMember("m1", MACHINE, "a", "a", "", f"k{n}"),))
+        created = step(ledger, own, limits)
+        assert isinstance(created, Accepted), created
+        ledger = created.state
+
+
 def test_off_by_default_and_standalone_teams_are_never_touched() -> None:
     """Seed 000: "swarm collaboration is off by default"."""
     assert ch.Setting(enabled=False, epoch=0) == ch.OFF
