@@ -313,7 +313,7 @@ def _observe(entry: dict[str, Any]) -> Observation:
     """What the desk would see on the agent's pane now (inbox-only and plain-shell panes read offline)."""
     import trio  # only when there is a pane to look at
 
-    from harness.io.tmux import AgentTerminal, ProcessRunner, look
+    from harness.io.tmux import LOOK_SECONDS, AgentTerminal, ProcessRunner, look
 
     pane = entry.get("tmux") or {}
     socket = str(pane.get("socket"))
@@ -324,7 +324,8 @@ def _observe(entry: dict[str, Any]) -> Observation:
         str(pane.get("target")),
         inbox_only=entry.get("inboxOnly") is True,
     )
-    return trio.run(lambda: look(ProcessRunner(socket), terminal)).observation
+    runner = ProcessRunner(socket, deadline=LOOK_SECONDS)  # a stuck server shows its agents offline
+    return trio.run(lambda: look(runner, terminal)).observation
 
 
 def with_observation(entry: dict[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from harness.io.agents import AgentEntry, AgentRegistry
 from harness.io.channel_setting import SettingError, read_setting
 from harness.io.rpc import BAD_REQUEST, FrameError, Request
 from harness.io.team_access import ActionError, Handler
-from harness.io.tmux import ProcessRunner, TmuxError
+from harness.io.tmux import LOOK_SECONDS, ProcessRunner, TmuxError
 
 PERIOD_SECONDS = 1.0  # how often the keeper looks at the windows while channels are on
 # One line per pane; the session name comes last since it is the one field that may hold a tab.
@@ -49,18 +49,24 @@ async def observe(entries: tuple[AgentEntry, ...]) -> ch.Observation:
             by_socket.setdefault(entry.tmux.socket, []).append(entry)
     panes: dict[str, ch.PaneAt] = {}
     unseen: set[str] = set()
-    for socket, agents in sorted(by_socket.items()):
+
+    async def look_at(socket: str, agents: list[AgentEntry]) -> None:
         try:
-            lines = await ProcessRunner(socket).run("list-panes", "-a", "-F", PANE_FORMAT)
+            runner = ProcessRunner(socket, deadline=LOOK_SECONDS)
+            lines = await runner.run("list-panes", "-a", "-F", PANE_FORMAT)
         except TmuxError as error:
             if not any(sign in str(error) for sign in _NO_SERVER):
                 unseen.update(entry.agent_id for entry in agents)
-            continue
+            return
         windows = _windows(socket, lines)
         for entry in agents:
             window = windows.get(entry.tmux.target)
             if window is not None:
                 panes[entry.agent_id] = ch.PaneAt(entry.name, window)
+
+    async with trio.open_nursery() as nursery:  # each server apart: a stuck one holds up none of the others
+        for socket, agents in sorted(by_socket.items()):
+            nursery.start_soon(look_at, socket, agents)
     return ch.Observation(panes, frozenset(unseen))
 
 

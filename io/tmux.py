@@ -25,7 +25,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Protocol, Self
+from typing import TYPE_CHECKING, Final, Protocol, Self
 
 import attrs
 import trio
@@ -56,6 +56,15 @@ PANE_FORMAT = (
     "#{pane_id} #{pane_dead} #{pane_pid} #{cursor_y} #{pane_width} #{pane_tty} #{pane_current_command}"
 )
 HISTORY_LINES = 200  # scrollback looked at when recognising a turn (a long turn scrolls the notice away)
+
+
+# How long a tmux command may take before its server counts as not answering. A stopped or hung server (an
+# agent's process can stop the server its pane is in) once held the channels keeper, `agent list` and the
+# desk's looks for as long as it stayed so. Generous: a loaded machine answers well within it.
+ANSWER_SECONDS: Final = 20.0
+# For a look that is read again soon (the channels keeper's pass, `agent list`): a server that has not
+# answered by then shows its agents unseen or offline this time.
+LOOK_SECONDS: Final = 5.0
 
 
 class TmuxError(Exception):
@@ -105,18 +114,23 @@ class Runner(Protocol):
 
 
 class ProcessRunner:
-    """A tmux process per command."""
+    """A tmux process per command; one that has not answered within `deadline` seconds is killed and the
+    command is a TmuxError (these commands read, or act where a retry is harmless)."""
 
-    def __init__(self, socket: str, *, tmux: str = TMUX) -> None:
+    def __init__(self, socket: str, *, tmux: str = TMUX, deadline: float = ANSWER_SECONDS) -> None:
         self.argv = [tmux, *server_args(socket)]
+        self.deadline = deadline
 
     async def run(self, *args: str) -> list[str]:
-        try:
-            done = await trio.run_process(
-                [*self.argv, *map(literal, args)], capture_stdout=True, capture_stderr=True, check=False
-            )
-        except OSError as error:
-            raise TmuxError(f"cannot run tmux: {error}") from None
+        with trio.move_on_after(self.deadline) as waited:
+            try:
+                done = await trio.run_process(
+                    [*self.argv, *map(literal, args)], capture_stdout=True, capture_stderr=True, check=False
+                )
+            except OSError as error:
+                raise TmuxError(f"cannot run tmux: {error}") from None
+        if waited.cancelled_caught:
+            raise TmuxError(f"tmux did not answer {args[0]} within {self.deadline:g} s")
         if done.returncode != 0:
             raise TmuxError(done.stderr.decode(errors="replace").strip() or f"tmux exit {done.returncode}")
         return done.stdout.decode(errors="replace").splitlines()
@@ -133,10 +147,13 @@ class ControlRunner:
     """One control-mode client, opened on first use and reopened when it went away. Commands are serialized;
     answers are matched to them in order (blocks flagged 0 are tmux's own, e.g. the attach's)."""
 
-    def __init__(self, socket: str, *, tmux: str = TMUX, session: str | None = None) -> None:
+    def __init__(
+        self, socket: str, *, tmux: str = TMUX, session: str | None = None, deadline: float = ANSWER_SECONDS
+    ) -> None:
         self.argv = [tmux, *server_args(socket), "-C", "attach-session", "-f", "no-output,ignore-size"]
         if session is not None:
             self.argv += ["-t", session]
+        self.deadline = deadline
         self._process: trio.Process | None = None
         self._pending = bytearray()
         self._lock = trio.Lock()
@@ -185,26 +202,34 @@ class ControlRunner:
             self._pending += chunk
 
     async def run(self, *args: str) -> list[str]:
+        """The command's answer. One not answered within `deadline` seconds is TmuxLost (it may have run: a
+        paste is then uncertain, never repeated), and the client is closed (killed if it lingers)."""
         command = (" ".join(quote(arg) for arg in args) + "\n").encode()
         async with self._lock:
-            process = self._process
-            if process is None or process.returncode is not None:
-                process = await self._open()
+            with trio.move_on_after(self.deadline):
+                return await self._run(command, args[0])
+            await self._close()
+            raise TmuxLost(f"tmux did not answer {args[0]} within {self.deadline:g} s")
+
+    async def _run(self, command: bytes, name: str) -> list[str]:
+        process = self._process
+        if process is None or process.returncode is not None:
+            process = await self._open()
+        assert process.stdin is not None
+        try:
+            await process.stdin.send_all(command)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            process = await self._open()  # nothing was sent: trying again on a fresh client is safe
             assert process.stdin is not None
             try:
                 await process.stdin.send_all(command)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
-                process = await self._open()  # nothing was sent: trying again on a fresh client is safe
-                assert process.stdin is not None
-                try:
-                    await process.stdin.send_all(command)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    raise TmuxError(f"tmux ({' '.join(self.argv)}) is not reachable") from None
-            try:
-                return await self._answer(process)
-            except _Eof:
-                await self._close()
-                raise TmuxLost(f"tmux went away while running {args[0]}") from None
+                raise TmuxError(f"tmux ({' '.join(self.argv)}) is not reachable") from None
+        try:
+            return await self._answer(process)
+        except _Eof:
+            await self._close()
+            raise TmuxLost(f"tmux went away while running {name}") from None
 
     async def _answer(self, process: trio.Process) -> list[str]:
         while True:
