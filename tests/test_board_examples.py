@@ -333,7 +333,7 @@ def test_every_bound_is_an_explicit_error() -> None:
     d.ok(b.DefineRole, None, "r1", "")
     assert d.fails(E.BOUND_EXCEEDED, b.DefineRole, None, "r2", "").bound == "roles"
     assert d.fails(E.BOUND_EXCEEDED, b.AddTask, "a", "123456").bound == "title_chars"
-    d.ok(b.AddTask, "a", "t", op="t1")
+    d.ok(b.AddTask, "a", "12345", op="t1")  # a text of exactly its bound is taken
     d.ok(b.AddTask, "a", "t", op="t2", dependencies=("t1",))
     assert d.fails(E.BOUND_EXCEEDED, b.AddTask, "a", "t").bound == "tasks"
     assert d.fails(E.BOUND_EXCEEDED, b.AddTask, "a", "t", dependencies=("t1", "t2")).bound == "dependencies"
@@ -345,12 +345,27 @@ def test_every_bound_is_an_explicit_error() -> None:
     d.ok(b.ReadMessages, "b")  # reads keep no operation id, so a full operation log never silences a mailbox
 
 
+def test_a_board_may_reach_its_state_limit_exactly_and_not_one_byte_past_it() -> None:
+    def filled(state_bytes: int) -> Accepted[b.Board] | Rejected:
+        d = Driver(b.BoardLimits(state_bytes=state_bytes))
+        d.ok(b.SetMembers, None, ("a", "b"))
+        return d.send(b.SendNote, "a", member("b"), "x" * 200)
+
+    full = filled(b.DEFAULT_BOARD_LIMITS.state_bytes)
+    assert isinstance(full, Accepted)
+    assert isinstance(filled(full.state.bytes), Accepted)
+    refused = filled(full.state.bytes - 1)
+    assert isinstance(refused, Rejected) and refused.bound == "state_bytes"
+
+
 def test_a_member_flooding_the_board_fills_its_own_share_and_the_others_go_on() -> None:
     """board-v1 section 5, a member's share: a peer's agent that sent notes, tasks or texts without end used
     to fill the board's bounds for the whole team, for good (retained means retained). Each share refuses
     its member naming the bound; another member and the owner are not touched; a repeat of an accepted
     operation is still answered with its record."""
-    shares = {"member_operations": 4, "member_tasks": 2, "member_notes": 2, "member_bytes": 400}
+    note = b.SendNote("op9", SESSION, "flood", 1_009, member("peer"), "x" * 100)  # as the flood's notes weigh
+    shares = {"member_operations": 4, "member_tasks": 2, "member_notes": 2}
+    shares["member_bytes"] = 3 * b.weight(note)
     for bound, most in shares.items():
         d = Driver(b.BoardLimits(**{bound: most}))  # type: ignore[arg-type]
         d.ok(b.SetMembers, None, ("flood", "peer"))
@@ -364,7 +379,7 @@ def test_a_member_flooding_the_board_fills_its_own_share_and_the_others_go_on() 
         assert (outcome.code, outcome.bound) == (E.BOUND_EXCEEDED, bound), outcome
         assert "'flood'" in outcome.detail
         held = d.board.shares["flood"]
-        assert getattr(held, bound.removeprefix("member_")) <= most
+        assert getattr(held, bound.removeprefix("member_")) == most  # the whole share, and not one more
         first = d.board.operations["op2"]  # op1 is set_members
         again = d.apply(first)
         assert first.actor == "flood" and isinstance(again, Accepted) and not again.changed
