@@ -88,6 +88,11 @@ def test_windows_that_come_and_go_never_take_the_owners_own_teams() -> None:
     assert ch.roomless(ON, ledger.teams, seen({"a": 2}), limits) == (channel(ON, 2),)
     assert ch.roomless(ON, ledger.teams, seen({"a": 1}), limits) == ()  # a window that has its team
     assert ch.roomless(ch.OFF, ledger.teams, seen({"a": 2}), limits) == ()
+    at_once = ch.plan(ON, {}, seen({"a": 0, "b": 1, "c": 2}), limits)  # three new windows in one look
+    assert [op.team_id for op in at_once if isinstance(op, ch.CreateChannel)] == sorted(
+        [channel(ON, 0), channel(ON, 1), channel(ON, 2)]
+    )[:2]
+    assert len(ch.roomless(ON, {}, seen({"a": 0, "b": 1, "c": 2}), limits)) == 1
     for n in (1, 2):
         own = CreateTeam(n, f"mine{n}", "by hand", (NewMember("m1", MACHINE, "a", "a", "", f"k{n}"),))
         created = step(ledger, own, limits)
