@@ -7,8 +7,9 @@ from __future__ import annotations
 import datetime
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Final
 
 import typer
 
@@ -51,19 +52,24 @@ UntilOpt = Annotated[
 ]
 
 
+# Epoch ms has 13 digits until the year 2286; more than this is no time (and int() refuses over 4300 digits).
+_MAX_MS_DIGITS: Final = 18
+
+
 def _time(value: str | None, json_out: bool) -> int | None:
     if value is None:
         return None
-    if value.isdigit():
+    # str.isdigit() also holds for '²' or Arabic-Indic digits, which int() refuses or reads as another number.
+    if value.isascii() and value.isdigit() and len(value) <= _MAX_MS_DIGITS:
         return int(value)
     try:
         moment = datetime.datetime.fromisoformat(value)
-    except ValueError:
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=datetime.UTC)
+        return int(moment.timestamp() * 1000)
+    except (ValueError, OverflowError):
         output.emit_error(json_out, "bad_request", f"not a time (epoch ms or ISO 8601): {value!r}")
         raise SystemExit(output.USAGE) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.UTC)
-    return int(moment.timestamp() * 1000)
 
 
 def _filter(
@@ -105,14 +111,16 @@ def _located(path: Path | None, team: str | None, home: str | None, json_out: bo
     return trace_files.team_trace_dir(homes.resolve_home(home), team)
 
 
-def _lines(path: Path, where: trace_files.TraceFilter, json_out: bool) -> list[trace_files.TraceLine]:
+def _lines(path: Path, where: trace_files.TraceFilter, json_out: bool) -> Iterator[trace_files.TraceLine]:
+    """The matching lines, read as they are used (a summary keeps none of them); damage, or a file that is
+    not a regular one (a FIFO, a device), ends the command with one error line, wherever it is found."""
     from harness.io import trace_files
 
     try:
         if not path.exists():  # raises for a name too long, which is no trace either
             output.emit_error(json_out, "not_found", f"no trace at {path}")
             raise SystemExit(output.PROTOCOL_ERROR)
-        return list(trace_files.query(path, where))
+        yield from trace_files.query(path, where)
     except trace_files.TraceDamaged as error:
         output.emit_error(json_out, "corrupt_state", str(error))
         raise SystemExit(output.PROTOCOL_ERROR) from None
@@ -150,8 +158,17 @@ def export(
         json_out, source=source, type_=type_, exchange=exchange, member=member, since=since, until=until
     )
     located = _located(path, team, home, json_out)
-    redactor = from_environment(homes.resolve_home(home) if home or team else None)
-    lines = _lines(located, where, json_out)
+    # The data directory whose secrets are redacted is --home's, else HARNESS_HOME's, else the user's, as for
+    # --team: a PATH alone once meant none, and the owner token left the machine in clear. A directory that
+    # does not exist holds no secrets; one whose token cannot be read stops the export (it cannot redact it).
+    secrets_home = homes.resolve_home(home)
+    try:
+        redactor = from_environment(secrets_home)
+    except (OSError, UnicodeDecodeError) as error:
+        detail = f"cannot read the secrets of {secrets_home} to redact them: {error}"
+        output.emit_error(json_out, "unavailable", detail)
+        raise SystemExit(output.PROTOCOL_ERROR) from None
+    lines = list(_lines(located, where, json_out))
     encoded = b"".join(
         trace_files.encode_line(redactor.text(line.source), line.seq, _event(redactor.value(line.event)))
         for line in lines
@@ -190,14 +207,19 @@ def query_command(
     member: MemberOpt = None,
     since: SinceOpt = None,
     until: UntilOpt = None,
-    limit: Annotated[int | None, typer.Option("--limit", help="Show at most the first N matches.")] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=0, help="Show at most the first N matches.")
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """The matching lines: a table, or with --json {"count", "lines": [{source, seq, event}, ...]}."""
     where = _filter(
         json_out, source=source, type_=type_, exchange=exchange, member=member, since=since, until=until
     )
-    lines = _lines(_located(path, team, home, json_out), where, json_out)[:limit]
+    lines: list[trace_files.TraceLine] = []
+    for line in _lines(_located(path, team, home, json_out), where, json_out):  # all read: damage is found
+        if limit is None or len(lines) < limit:
+            lines.append(line)
     if json_out:
         output.emit_json({"count": len(lines), "lines": [_envelope(line) for line in lines]})
         return

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -40,7 +41,7 @@ from harness.core.bounded_json import JsonRefused, parse_json
 from harness.core.delivery import DeliveryState
 from harness.core.eval_stats import RunOutcome, summarize
 from harness.core.redaction import Redactor
-from harness.io.fileops import FileOps, replace_durably
+from harness.io.fileops import FileOps, UnfitFile, replace_durably
 from harness.io.trace_files import encode_line, file_name, read_trace, session_trace_dir, team_trace_dir
 
 BRIEF: Final = "brief.md"
@@ -51,6 +52,11 @@ SETUP_TIMEOUT: Final = 300.0
 JUDGE_TIMEOUT: Final = 300.0
 MAX_BRIEF_BYTES: Final = 256 * 1024
 MAX_RECORD_BYTES: Final = 1 << 20
+# The turns a run may have and the seconds it may take, as a record holds them: an engine prints what it
+# likes ({"turns": 10**3999} once ended every report with an OverflowError, as a mean is a float), and a
+# record may be edited, so anything outside is unknown turns from an engine, and no run record at all.
+MAX_TURNS: Final = 10**6
+MAX_SECONDS: Final = 10**9
 # The tail of each step's output the trace keeps: enough to see why a run failed, bounded per run.
 KEPT_OUTPUT: Final = 64 * 1024
 _SLUG: Final = re.compile(r"[^A-Za-z0-9._-]+")
@@ -232,13 +238,15 @@ def _end_group(pgid: int) -> None:
 
 def turns(stdout: str) -> int | None:
     """The turns an engine reported: the last JSON object line of its output with `num_turns` (claude -p
-    --output-format json) or `turns` (script engines)."""
+    --output-format json) or `turns` (script engines); None (unknown) when that count is outside
+    0..MAX_TURNS, which no run has."""
     for line in reversed(stdout.strip().split("\n")):  # not splitlines: JSON may hold a raw U+2028
         value = parse_json(line.strip(), max_bytes=KEPT_OUTPUT) if line.strip().startswith("{") else None
         if isinstance(value, dict):
             for key in ("num_turns", "turns"):
-                if isinstance(value.get(key), int) and not isinstance(value.get(key), bool):
-                    return int(value[key])
+                count = value.get(key)
+                if isinstance(count, int) and not isinstance(count, bool):
+                    return count if 0 <= count <= MAX_TURNS else None
     return None
 
 
@@ -284,8 +292,8 @@ def make_plan(
         raise EvalError("--model-server runs inside the private network namespace: add --offline")
     if not 0 < model_port < 65536:
         raise EvalError("--model-port must be a TCP port")
-    if engine_timeout <= 0:
-        raise EvalError("--timeout must be positive")
+    if not (math.isfinite(engine_timeout) and engine_timeout > 0):  # NaN compares false with everything
+        raise EvalError("--timeout must be a positive number of seconds")
     families = tuple(load_family(path) for path in family_dirs)
     if not families:
         raise EvalError("name at least one task family")
@@ -474,7 +482,8 @@ def session_fields(plan: Plan, session: Mapping[str, object]) -> dict[str, objec
         return {}
     sid = str(session["sessionId"])
     started, ended = session.get("startedAt"), session.get("endedAt")
-    seconds = (ended - started) / 1000 if isinstance(started, int) and isinstance(ended, int) else 0.0
+    # Wall-clock times: a clock stepped back between them is no negative run, which a record never holds.
+    seconds = max(0, ended - started) / 1000 if isinstance(started, int) and isinstance(ended, int) else 0.0
     return {
         "seconds": round(seconds, 3),
         "turns": session_turns(
@@ -552,21 +561,44 @@ def _daemon(plan: Plan) -> Iterator[None]:
 
 
 def read_records(out: Path) -> Iterator[dict[str, object]]:
-    """The run records under OUT/runs; a record that is not one is an EvalError naming the file."""
+    """The run records under OUT/runs; a record that is not one is an EvalError naming the file. An OUT may
+    come from elsewhere: a record is read only if it is a regular file of at most MAX_RECORD_BYTES, known
+    before it is read (a FIFO blocked the report forever, a sparse 3 GiB file cost its size in memory)."""
     runs = out / RUNS_DIR
     if not runs.is_dir():
         raise EvalError(f"no eval at {out} (no {RUNS_DIR}/ directory)")
+    ops = FileOps()
     for path in sorted(runs.glob("*/*/*.json")):
-        value = parse_json(path.read_bytes(), max_bytes=MAX_RECORD_BYTES)
+        try:
+            data = ops.read_bytes(path, MAX_RECORD_BYTES)
+        except UnfitFile as error:
+            raise EvalError(f"{path} is not a run record: {error.reason}") from None
+        value = parse_json(data, max_bytes=MAX_RECORD_BYTES)
         if isinstance(value, JsonRefused) or not isinstance(value, dict):
             raise EvalError(f"{path} is not a run record")
+        if (why := _unfit_figures(value)) is not None:
+            raise EvalError(f"{path} is not a run record: {why}")
         yield value
 
 
-def _outcome(record: Mapping[str, object], path_hint: str) -> RunOutcome:
+def _unfit_figures(record: Mapping[str, object]) -> str | None:
+    """Why the record's seconds or turns are none a run has, or None when they are fit to average."""
     seconds, count = record.get("seconds"), record.get("turns")
-    if not isinstance(seconds, int | float) or not (count is None or isinstance(count, int)):
-        raise EvalError(f"run record {path_hint} has no numeric seconds/turns")
+    if not isinstance(seconds, int | float) or isinstance(seconds, bool):
+        return "its seconds are not a number"
+    if not (math.isfinite(seconds) and 0 <= seconds <= MAX_SECONDS):
+        return f"its seconds are not within 0..{MAX_SECONDS}"
+    if count is not None and (not isinstance(count, int) or isinstance(count, bool)):
+        return "its turns are not a whole number"
+    if count is not None and not 0 <= count <= MAX_TURNS:
+        return f"its turns are not within 0..{MAX_TURNS}"
+    return None
+
+
+def _outcome(record: Mapping[str, object]) -> RunOutcome:
+    """A record `read_records` checked: its seconds a finite number and its turns a count, both in range."""
+    seconds, count = record["seconds"], record.get("turns")
+    assert isinstance(seconds, int | float) and (count is None or isinstance(count, int))
     return RunOutcome(record.get("status") == "passed", float(seconds), count)
 
 
@@ -594,8 +626,7 @@ def report(out: Path, ks: Sequence[int] | None = None) -> dict[str, object]:
             ],
         }
         if judged:
-            where = f"{family}/{engine_name}"
-            summary = summarize([_outcome(r, where) for r in judged], ks)
+            summary = summarize([_outcome(r) for r in judged], ks)
             row["passAtK"] = {
                 str(k): {"value": float(value), "exact": str(value)} for k, value in summary.pass_at.items()
             }

@@ -3,7 +3,9 @@
 # and needs none of the writer's trio, so this module imports none.
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -12,6 +14,7 @@ from typing import Final
 import attrs
 
 from harness.core.bounded_json import JsonRefused, parse_json
+from harness.io.fileops import FileOps, UnfitFile
 
 TRACES_DIR: Final = "traces"
 _FILE_RE: Final = re.compile(r"trace-(\d{12})\.ndjson")
@@ -23,7 +26,8 @@ BOARD: Final = "board"
 ORCHESTRATOR: Final = "orchestrator"
 
 # One event is bounded like one journal entry: the writer (io/trace.py) traces a bigger one as an `oversized`
-# stub, and a reader refuses a longer line before it parses it.
+# stub, so a line, its newline included, is at most this long; a reader refuses a longer one before it has
+# read more than this of it, and never holds more than one line of a file at a time.
 MAX_LINE_BYTES: Final = 1 << 20
 
 
@@ -93,24 +97,60 @@ def decode_line(path: Path, offset: int, raw: bytes) -> TraceLine:
     return TraceLine(source, seq, event, raw)
 
 
-def read_trace(path: Path, keep: Callable[[bytes], bool] | None = None) -> Iterator[TraceLine]:
+_TOO_LONG: Final = f"a line longer than the {MAX_LINE_BYTES} bytes a trace line may hold"
+
+
+def read_trace(
+    path: Path, keep: Callable[[bytes], bool] | None = None, ops: FileOps | None = None
+) -> Iterator[TraceLine]:
     """Every complete line of the trace at `path` (a file or a trace directory) in order. A final line
     without its newline (a torn write) is skipped. `keep`, when given, sees each raw line first; a line it
-    rejects is not decoded (a cheap necessary condition, see `TraceFilter.prefilter`)."""
-    for file in trace_files(path):
+    rejects is not decoded (a cheap necessary condition, see `TraceFilter.prefilter`).
+
+    A trace may come from anywhere, so each file is read a part at a time, holding at most one line: a line
+    longer than MAX_LINE_BYTES is damage once that much of it is read (a sparse 4 GiB file cost its size in
+    memory). Only a regular file is read (`FileOps.open_read`): a FIFO would block the reader forever and a
+    device (a symlink to /dev/zero) never end, so a file of another type, or a symlink among a directory's
+    files, is damage too. `path` itself, which the user named, may be a symlink, like a directory."""
+    ops = FileOps() if ops is None else ops
+    files = trace_files(path) if path.is_dir() else [Path(os.path.realpath(path))]
+    for file in files:
         try:
-            data = file.read_bytes()
+            with contextlib.closing(ops.read_chunks(file)) as chunks:  # closed by a reader that stops early
+                yield from _file_lines(file, chunks, keep)
         except FileNotFoundError:  # rotated away by a live writer since the listing
             continue
-        position = 0
-        while True:
-            end = data.find(b"\n", position)
-            if end < 0:
-                break
-            raw = data[position:end]
-            if keep is None or keep(raw):
-                yield decode_line(file, position, raw)
-            position = end + 1
+        except UnfitFile as error:
+            raise TraceDamaged(file, error.offset, error.reason) from None
+
+
+def _file_lines(
+    file: Path, chunks: Iterable[bytes], keep: Callable[[bytes], bool] | None
+) -> Iterator[TraceLine]:
+    """The complete lines of one file read as `chunks`. Only the bytes after the last newline are kept
+    between chunks (joined once a newline comes, so short reads cost no more)."""
+    start = 0  # the file's offset of the first byte after the last newline
+    tail: list[bytes] = []  # the file's bytes from `start`, as read: no newline among them
+    held = 0  # their length
+    for chunk in chunks:
+        if b"\n" not in chunk:
+            tail.append(chunk)
+            held += len(chunk)
+        else:
+            data = b"".join((*tail, chunk))
+            position = 0
+            while (end := data.find(b"\n", position)) >= 0:
+                if end + 1 - position > MAX_LINE_BYTES:
+                    raise TraceDamaged(file, start + position, _TOO_LONG)
+                raw = data[position:end]
+                if keep is None or keep(raw):
+                    yield decode_line(file, start + position, raw)
+                position = end + 1
+            start += position
+            tail = [data[position:]]
+            held = len(data) - position
+        if held >= MAX_LINE_BYTES:  # even a newline next would make a line no writer writes
+            raise TraceDamaged(file, start, _TOO_LONG)
 
 
 # --- querying -----------------------------------------------------------------------------------------------
