@@ -42,7 +42,7 @@ import attrs
 import trio
 
 from harness.core import delivery as d
-from harness.core.codec import desk_command_from_json, desk_command_to_json, to_json
+from harness.core.codec import desk_command_from_json, desk_command_to_json, desk_from_json, to_json
 from harness.core.delivery_invariants import step_violations as desk_step_violations
 from harness.core.errors import ErrorCode, Rejected
 from harness.core.limits import DEFAULT_LIMITS, Limits
@@ -56,7 +56,7 @@ from harness.core.terminal_text import terminal_safe
 from harness.io.desk_parts import DeskParts
 from harness.io.journal import CheckpointPolicy, JournalStore
 from harness.io.journal_files import Recovery, StoreError, delivery_store_dir
-from harness.io.journaled import Reducer, ReplayError, Stepper, Violated, replay_entries, restored
+from harness.io.journaled import Reducer, ReplayError, Stepper, Violated, replay_entries
 from harness.io.profiles import squash
 from harness.io.team_delivery import DeliveryReport, OwnerRequest, Reporter
 from harness.io.terminal_port import Screen, ScreenState, Terminals, Transcripts, WriteOutcome
@@ -144,14 +144,26 @@ def replay_desk(
 ) -> d.Desk:
     """Rebuild the desk from its checkpoint and journal (the reducer is deterministic); `parts` learns which
     of the checkpoint's parts hold which of its notices."""
-    desk = restored(recovery, d.Desk, "desk")
+    desk = _restored_desk(recovery)
     if desk is not None and desk.machine_id != machine_id:
         raise ReplayError(f"the checkpoint is the desk of machine {desk.machine_id!r}")
-    if desk is not None and parts is not None:
-        parts.seed(desk, recovery.parts)
+    if desk is not None and parts is not None and recovery.checkpoint is not None:
+        members = recovery.checkpoint.get("notices")
+        parts.seed(desk, recovery.parts, members if isinstance(members, dict) else {})
     admitted = replay_limits(limits)  # each entry was admitted under the limits of its day
     start = d.empty_desk(machine_id) if desk is None else desk
     return replay_entries(DESK_REDUCER, start, recovery, desk_command_from_json, limits=admitted)[0]
+
+
+def _restored_desk(recovery: Recovery) -> d.Desk | None:
+    """The desk the store's checkpoint holds (its notices rows or objects: `desk_from_json`), or None
+    without one; `restored` of io/journaled.py, with the desk's own decoder."""
+    if recovery.checkpoint is None:
+        return None
+    loaded = desk_from_json(recovery.checkpoint)
+    if isinstance(loaded, Rejected):
+        raise ReplayError(f"checkpoint {recovery.checkpoint_seq} is not a desk: {loaded.detail}")
+    return loaded
 
 
 def desk_events(desk: d.Desk, effects: Sequence[object]) -> list[tuple[str, dict[str, object]]]:

@@ -13,7 +13,7 @@ import pytest
 import trio
 
 from harness.core import delivery as d
-from harness.core.codec import from_json, to_json
+from harness.core.codec import desk_from_json, from_json, to_json
 from harness.core.limits import DEFAULT_LIMITS
 from harness.core.outcome import Accepted
 from harness.core.records import NoticeKind
@@ -67,7 +67,7 @@ async def test_a_checkpoint_writes_again_only_the_parts_whose_notices_changed(tm
     await _checkpoint(store, parts, desk)
     first = _part_files(tmp_path)
     assert len(first) == 3 and store.parts == first
-    assert from_json(scan_store(tmp_path, FileOps()).recovery.checkpoint, d.Desk) == desk
+    assert desk_from_json(scan_store(tmp_path, FileOps()).recovery.checkpoint) == desk
 
     files = {name: (tmp_path / name).stat() for name in first}
     oldest = "t1/q1/question"  # a notice of the first group changes (it is withdrawn), one joins the last
@@ -83,7 +83,7 @@ async def test_a_checkpoint_writes_again_only_the_parts_whose_notices_changed(tm
     await store.aclose()
 
     reopened, recovery = await JournalStore.open(tmp_path)
-    assert from_json(recovery.checkpoint, d.Desk) == changed
+    assert desk_from_json(recovery.checkpoint) == changed
     assert reopened.parts == second and PARTS_KEY not in (recovery.checkpoint or {})
     await reopened.aclose()
 
@@ -117,7 +117,7 @@ async def test_a_part_no_checkpoint_names_is_removed_at_open(tmp_path: Path) -> 
     assert report["ok"] is True and report["strayParts"] == [stray] and report["parts"] == 1
     reopened, recovery = await JournalStore.open(tmp_path)
     assert not (tmp_path / stray).exists()
-    assert from_json(recovery.checkpoint, d.Desk) == desk
+    assert desk_from_json(recovery.checkpoint) == desk
     await reopened.aclose()
 
 
@@ -156,7 +156,7 @@ async def test_an_export_holds_the_whole_desk(tmp_path: Path) -> None:
     out = tmp_path / "export.json"
     export_store(store_dir, out)
     exported = json.loads(out.read_text())
-    assert from_json(exported["checkpoint"]["payload"], d.Desk) == desk
+    assert desk_from_json(exported["checkpoint"]["payload"]) == desk
 
 
 async def test_the_daemons_desk_replays_to_the_desk_it_checkpointed_in_parts(tmp_path: Path) -> None:
