@@ -207,12 +207,13 @@ def query_command(
     member: MemberOpt = None,
     since: SinceOpt = None,
     until: UntilOpt = None,
-    limit: Annotated[
-        int | None, typer.Option("--limit", min=0, help="Show at most the first N matches.")
-    ] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="Show at most the first N matches.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """The matching lines: a table, or with --json {"count", "lines": [{source, seq, event}, ...]}."""
+    if limit is not None and limit < 0:  # checked here, not by click: the command keeps the direct parse
+        output.emit_error(json_out, "bad_request", f"--limit is a count of lines, not {limit}")
+        raise SystemExit(output.USAGE)
     where = _filter(
         json_out, source=source, type_=type_, exchange=exchange, member=member, since=since, until=until
     )
