@@ -267,6 +267,15 @@ class NoticeInput(enum.Enum):
     ONE_LINE = "one-line"
 
 
+Patterns = Sequence[str | re.Pattern[str]]
+Quoting = Callable[[Capture, Composer | None], frozenset[int]]
+NO_ROWS: frozenset[int] = frozenset()
+
+
+def _no_rows(capture: Capture, composer: Composer | None) -> frozenset[int]:
+    return NO_ROWS
+
+
 @attrs.frozen
 class Profile:
     """How one engine's screen reads. The functions get the parsed capture and return evidence lines."""
@@ -288,6 +297,10 @@ class Profile:
     # A one-line notice longer than this is excerpted: the engine draws the whole line in its prompt box, and
     # a box taller than the pane cannot be read back to confirm the paste.
     one_line_chars: int = 2_000
+    # Rows of the engine's own chrome that repeat a person's words (Codex's footer shows the thread's title:
+    # its first message, as often as not a peer's notice): never searched for exit summaries (nor, by the
+    # engine's own functions, for status or dialogs), or one message would read as a state for good.
+    quoting: Quoting = _no_rows
 
 
 def _nonblank(capture: Capture) -> list[int]:
@@ -299,7 +312,15 @@ def _rule(text: str, char: str, minimum: int = 20) -> bool:
     return len(stripped) >= minimum and set(stripped) == {char}
 
 
-def _search(capture: Capture, indexes: Sequence[int], patterns: Sequence[str | re.Pattern[str]]) -> list[str]:
+def _edge(text: str, char: str) -> bool:
+    """A composer's edge as Claude and Gemini draw it: a rule from column 0. Each row of a draft is indented
+    (Claude: 2 columns, Gemini: 3), so a run of rule characters in a person's text, wrapped onto a row of
+    its own, is never taken for an edge (that made the composer's top edge a row inside the draft, and the
+    screen read `starting` for good, with the draft unseen)."""
+    return text.startswith(char) and _rule(text, char)
+
+
+def _search(capture: Capture, indexes: Sequence[int], patterns: Patterns) -> list[str]:
     found: list[str] = []
     for i in indexes:
         text = capture.lines[i].text
@@ -311,20 +332,51 @@ def _search(capture: Capture, indexes: Sequence[int], patterns: Sequence[str | r
     return found
 
 
-def _around(capture: Capture, composer: Composer | None, above: int, tail: int = 30) -> list[int]:
+def _around(
+    capture: Capture, composer: Composer | None, above: int, tail: int = 30, skip: frozenset[int] = NO_ROWS
+) -> list[int]:
     """Line indexes worth looking at for status and dialogs: a few lines above the composer and everything
-    below it; without a composer, the last `tail` non-blank lines."""
+    below it but `skip`; without a composer, the last `tail` non-blank lines."""
     if composer is None:
         return _nonblank(capture)[-tail:]
     before = range(max(0, composer.top - above), composer.top)
-    return [*before, *range(composer.bottom + 1, len(capture.lines))]
+    return [*before, *(i for i in range(composer.bottom + 1, len(capture.lines)) if i not in skip)]
 
 
-def _dialog(extra: Sequence[str], above: int) -> Callable[[Capture, Composer | None], list[str]]:
+def _status(
+    capture: Capture,
+    composer: Composer | None,
+    above: int,
+    anchored: Patterns,
+    loose: Patterns,
+    *,
+    skip: frozenset[int] = NO_ROWS,
+) -> list[str]:
+    """Evidence of a running turn. The lines above the composer are the end of the transcript, where a peer's
+    words are shown as they were written ("it shows queued messages for a minute"), so there only `anchored`
+    patterns count: the engine's own status rows, whole. Below the composer (its footer, `skip` aside) and on
+    a screen without a composer (the last 12 non-blank lines), the `loose` ones as well: a screen that may be
+    busy is never idle."""
+    if composer is None:
+        return _search(capture, _around(capture, None, above, 12), loose)
+    before = range(max(0, composer.top - above), composer.top)
+    below = _around(capture, composer, 0, skip=skip)
+    return [*_search(capture, before, anchored), *_search(capture, below, loose)]
+
+
+def _dialog(
+    extra: Sequence[str], above: int, anchored: Patterns | None = None, skip: Quoting = _no_rows
+) -> Callable[[Capture, Composer | None], list[str]]:
+    """Dialog evidence: the wordings of COMMON_DIALOGS and `extra` and a preselected first option, in the
+    lines around the composer (`skip` aside) or, without one, at the end of the screen. With `anchored`, those
+    replace `extra` next to a composer (an engine whose dialogs take the composer's place: its `extra` words
+    can show there only in a peer's text)."""
     patterns: list[str | re.Pattern[str]] = [*COMMON_DIALOGS, *extra, SELECTOR]
+    near = patterns if anchored is None else [*COMMON_DIALOGS, *anchored, SELECTOR]
 
     def find(capture: Capture, composer: Composer | None) -> list[str]:
-        return _search(capture, _around(capture, composer, above), patterns)
+        rows = _around(capture, composer, above, skip=skip(capture, composer))
+        return _search(capture, rows, patterns if composer is None else near)
 
     return find
 
@@ -333,6 +385,13 @@ def _dialog(extra: Sequence[str], above: int) -> Callable[[Capture, Composer | N
 
 CLAUDE_PROMPT = "\u276f"  # heavy right-pointing angle quotation mark
 _CLAUDE_SPINNER = re.compile(r"^\s*[·✢✳✶✻✽*\u2217] \S.*…")
+# Its own status rows above the composer: the spinner line from column 0 (`✢ Hyperspacing…`, older versions
+# add `(3s · esc to interrupt)`), where the transcript indents every row but a message's first (which starts
+# with the prompt sign, `●` or `✻ Cooked for 3s`); and its queued-message wording, whole.
+_CLAUDE_STATUS = (
+    re.compile(r"^[·✢✳✶✻✽*\u2217] \S.*…"),
+    re.compile(r"^\s*(?:\u276f\s*)?Press up to edit queued messages\s*$"),
+)
 _CLAUDE_PLACEHOLDER = re.compile(r'^Try "')
 
 
@@ -365,7 +424,7 @@ def _shows_placeholder(capture: Capture, line: Line, start: int, length: int | N
 
 
 def _claude_composer(capture: Capture, pane: PaneInfo | None) -> Composer | None:
-    box = _boxed(capture, functools.partial(_rule, char="─"), functools.partial(_rule, char="─"), None)
+    box = _boxed(capture, functools.partial(_edge, char="─"), functools.partial(_edge, char="─"), None)
     if box is None:
         return None
     top, bottom = box
@@ -382,7 +441,7 @@ def _claude_composer(capture: Capture, pane: PaneInfo | None) -> Composer | None
 
 
 def _claude_busy(capture: Capture, composer: Composer | None) -> list[str]:
-    return _search(capture, _around(capture, composer, 12, 12), [_CLAUDE_SPINNER, "esc to interrupt", QUEUED])
+    return _status(capture, composer, 12, _CLAUDE_STATUS, [_CLAUDE_SPINNER, "esc to interrupt", QUEUED])
 
 
 CLAUDE = Profile(
@@ -408,6 +467,19 @@ _CODEX_PLACEHOLDERS = (
 )
 CODEX_PROMPT = "\u203a"  # single right-pointing angle quotation mark
 _CODEX_WORKING = re.compile(r"^\s*[•◦·] .*\(.*esc to interrupt\)")
+# Its own status rows above the composer: the working line from column 0 with its timer (`• Working (3s • esc
+# to interrupt)`; the header changes with the model's plan), and the queued follow-ups under it.
+_CODEX_STATUS = (
+    re.compile(r"^[•◦·] \S.*\(\d[^()]*esc to interrupt"),
+    re.compile(r"^[•◦·] Queued follow-up|^\s+\S+ edit last queued message\s*$"),
+)
+# Next to a composer, `Approve` counts only where a dialog puts it: first on its row (or an option's).
+_CODEX_DIALOGS = ("Allow Codex to work in this folder", "Approve", "Press enter to continue")
+_CODEX_NEAR = (
+    "Allow Codex to work in this folder",
+    re.compile(r"^\s*(?:[\u203a\u276f]\s*)?(?:\d+\.\s+)?Approve\b"),
+    "Press enter to continue",
+)
 
 
 def _codex_composer(capture: Capture, pane: PaneInfo | None) -> Composer | None:
@@ -438,28 +510,53 @@ def _codex_composer(capture: Capture, pane: PaneInfo | None) -> Composer | None:
     return None
 
 
+def _codex_footer(capture: Capture, composer: Composer | None) -> frozenset[int]:
+    """Codex's footer, whose status line shows the thread's title (its first message, flattened and
+    cut: `fake-model default · ~/project · [team Build] Question q1 from alice: Approve the v2 release…`)
+    for the rest of the session. Only the footer's own layout is taken: one blank row under the composer,
+    then the last non-blank rows of the screen, at most 4 (a narrow pane wraps the status line), contiguous
+    and indented: the status line and the key hints, which say nothing this profile reads. Any other rows
+    under the composer (an exit summary, a shell prompt) are read as before."""
+    if composer is None:
+        return NO_ROWS
+    lines = capture.lines
+    rows = [i for i in range(composer.bottom + 1, len(lines)) if lines[i].text.strip()]
+    if not 1 <= len(rows) <= 4 or rows != list(range(composer.bottom + 2, composer.bottom + 2 + len(rows))):
+        return NO_ROWS
+    if not all(lines[i].text.startswith("  ") for i in rows):
+        return NO_ROWS
+    return frozenset(rows)
+
+
 def _codex_busy(capture: Capture, composer: Composer | None) -> list[str]:
-    found = _search(capture, _around(capture, composer, 10, 12), [_CODEX_WORKING, "esc to interrupt", QUEUED])
-    return [line for line in found if composer is None or "esc to interrupt" in line or "queued" in line]
+    loose: Patterns = [_CODEX_WORKING, "esc to interrupt", QUEUED]
+    return _status(capture, composer, 10, _CODEX_STATUS, loose, skip=_codex_footer(capture, composer))
 
 
 CODEX = Profile(
     name="codex",
     composer=_codex_composer,
     busy=_codex_busy,
-    dialog=_dialog(("Allow Codex to work in this folder", "Approve", "Press enter to continue"), 2),
+    dialog=_dialog(_CODEX_DIALOGS, 2, _CODEX_NEAR, _codex_footer),
     finished=re.compile(r"Worked for \d|^•"),
     loading=re.compile(r"^\s+loading\s*$"),  # the header shows `loading` where the directory will be
+    quoting=_codex_footer,
 )
 
 # --- Gemini CLI ---------------------------------------------------------------------------------------------
 
 _GEMINI_PLACEHOLDERS = ("Type your message or @path/to/file", "Type your shell command")
 _GEMINI_SPINNER = re.compile(r"^\s*[\u2800-\u28ff] .*\(esc to cancel")
+# Its own status rows above the composer: the spinner line (` ⠹ Thinking... (esc to cancel, 1s)`), where the
+# transcript indents a reply's rows by 2 and a message's by 3, and its queued-message heading, whole.
+_GEMINI_STATUS = (
+    re.compile(r"^ ?[\u2800-\u28ff] \S.*\(esc to cancel"),
+    re.compile(r"^ {0,2}Queued \(press ↑ to edit\):?\s*$"),
+)
 
 
 def _gemini_composer(capture: Capture, pane: PaneInfo | None) -> Composer | None:
-    box = _boxed(capture, functools.partial(_rule, char="▀"), functools.partial(_rule, char="▄"), 4)
+    box = _boxed(capture, functools.partial(_edge, char="▀"), functools.partial(_edge, char="▄"), 4)
     if box is None:
         return None
     top, bottom = box
@@ -480,7 +577,7 @@ def _gemini_composer(capture: Capture, pane: PaneInfo | None) -> Composer | None
 
 
 def _gemini_busy(capture: Capture, composer: Composer | None) -> list[str]:
-    return _search(capture, _around(capture, composer, 10, 12), [_GEMINI_SPINNER, QUEUED])
+    return _status(capture, composer, 10, _GEMINI_STATUS, [_GEMINI_SPINNER, QUEUED])
 
 
 GEMINI = Profile(
@@ -502,6 +599,14 @@ GEMINI = Profile(
 GROK_PROMPT = "\u276f"
 _GROK_PLACEHOLDER = "Ask me anything..."
 _GROK_SPINNER = re.compile(r"^\s*[/\-\\|] \S+\.\.\. \(\d+s · .*esc to interrupt\)")
+
+
+# A narrow pane: Ink wraps the spinner's two parts (`/ Thinking... ` and `(3s · ↑ 798 tokens · esc to
+# interrupt)`) each in a column of its own, cutting words anywhere (`\ Thinkin(4s · ↑ 801` / `...      tokens
+# · esc to` / `interrupt)`). Then the spinner is a block right above the box: its first row starts (at the
+# transcript's own indent, where a reply's rows never start) with the glyph, its last ends with `interrupt)`.
+_GROK_HEAD = re.compile(r"^ {0,2}[/\-\\|]\s+\S")
+_GROK_END = re.compile(r"interrupt\)\s*$")
 
 
 def _box_edge(text: str, left: str, right: str) -> bool:
@@ -542,7 +647,25 @@ def _grok_composer(capture: Capture, pane: PaneInfo | None) -> Composer | None:
 
 
 def _grok_busy(capture: Capture, composer: Composer | None) -> list[str]:
-    return _search(capture, _around(capture, composer, 4, 12), [_GROK_SPINNER, "esc to interrupt)"])
+    found = _status(capture, composer, 4, [_GROK_SPINNER], [_GROK_SPINNER, "esc to interrupt)"])
+    return found or ([] if composer is None else _grok_wrapped_spinner(capture, composer))
+
+
+def _grok_wrapped_spinner(capture: Capture, composer: Composer) -> list[str]:
+    """The spinner line as a narrow pane wraps it: the last rows above the box, blank rows aside, from a row
+    that starts with the glyph to one that ends with `interrupt)`, at most 6 rows."""
+    lines = capture.lines
+    end = composer.top - 1
+    while end >= 0 and not lines[end].text.strip():
+        end -= 1
+    if end < 0 or not _GROK_END.search(lines[end].text):
+        return []
+    for start in range(end - 1, max(-1, end - 6), -1):
+        if not lines[start].text.strip():
+            return []
+        if _GROK_HEAD.match(lines[start].text):
+            return [_clip(" ".join(line.text.strip() for line in lines[start : end + 1]))]
+    return []
 
 
 GROK = Profile(
@@ -650,7 +773,8 @@ def classify_capture(profile: Profile, capture: Capture, pane: PaneInfo | None =
     ):
         evidence = ("the cursor is below the last prompt: a command runs",)
         return Observation(ScreenState.BUSY, True, False, False, evidence)
-    quit_ = _search(capture, _around(capture, composer, 0, 20), [EXIT_MARKERS])
+    below = _around(capture, composer, 0, 20, profile.quoting(capture, composer))
+    quit_ = _search(capture, below, [EXIT_MARKERS])
     if quit_:  # an exit summary under the last prompt: the engine is gone even if its prompt still shows
         return Observation(ScreenState.OFFLINE, False, False, False, tuple(quit_))
     if profile.loading is not None:
