@@ -14,7 +14,7 @@ import fcntl
 import os
 import stat
 import sys
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
 from typing import Final
 
@@ -220,6 +220,45 @@ class FileOps:
             os.close(fd)
             raise
         return fd
+
+
+class ChunkLines:
+    """The complete lines of a file read as `chunks`, each as (its offset, its bytes without the newline),
+    holding at most one line: only the bytes after the last newline are kept between chunks (joined once a
+    newline comes, so short reads cost no more). A line longer than `most` bytes, its newline included,
+    raises `too_long(offset)` as soon as that much of it is read. Once iterated, `end` is the offset after
+    the last newline and `rest` the bytes after it (a torn last line, or nothing). The journal's segments
+    and the trace's files are read through it."""
+
+    def __init__(self, chunks: Iterable[bytes], most: int, too_long: Callable[[int], Exception]) -> None:
+        self._chunks = chunks
+        self._most = most
+        self._too_long = too_long
+        self.end = 0
+        self.rest = b""
+
+    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        start = 0  # the offset of the first byte after the last newline
+        tail: list[bytes] = []  # the bytes from `start`, as read: no newline among them
+        held = 0  # their length
+        for chunk in self._chunks:
+            if b"\n" not in chunk:
+                tail.append(chunk)
+                held += len(chunk)
+            else:
+                data = b"".join((*tail, chunk))
+                position = 0
+                while (end := data.find(b"\n", position)) >= 0:
+                    if end + 1 - position > self._most:
+                        raise self._too_long(start + position)
+                    yield start + position, data[position:end]
+                    position = end + 1
+                start += position
+                tail = [data[position:]]
+                held = len(data) - position
+            if held >= self._most:  # even a newline next would make a longer line
+                raise self._too_long(start)
+        self.end, self.rest = start, b"".join(tail)
 
 
 def write_all(ops: FileOps, fd: int, data: bytes) -> None:

@@ -33,7 +33,7 @@ import attrs
 
 from harness.core.bounded_json import parse_own
 from harness.core.errors import ErrorCode
-from harness.io.fileops import PRIVATE_DIR_MODE, FileOps, UnfitFile
+from harness.io.fileops import PRIVATE_DIR_MODE, ChunkLines, FileOps, UnfitFile
 
 FORMAT_VERSION: Final = 1
 # A full ledger (500 exchanges at their largest) serializes well below this; refusing to read more keeps a
@@ -261,61 +261,47 @@ def _hidden_record_end(tail: bytes) -> int | None:
 def _parse_segment(
     path: Path, chunks: Iterable[bytes], number: int, after_seq: int, sink: list[Entry]
 ) -> SegmentInfo:
-    """Validate one segment, read as `chunks`; append its entries with seq > `after_seq` to `sink`. Only the
-    bytes after the last newline are kept between chunks, so memory holds at most one line."""
-    start = 0  # the segment's offset of the first byte after the last newline
-    tail: list[bytes] = []  # the segment's bytes from `start`, as read: no newline among them
-    held = 0  # their length
+    """Validate one segment, read as `chunks`; append its entries with seq > `after_seq` to `sink`. Memory
+    holds at most one line (`ChunkLines`)."""
+
+    def too_long(offset: int) -> CorruptState:
+        return CorruptState(path, offset, "a record longer than any this store writes")
+
     first: int | None = None
     last: int | None = None
     records = 0
-    for chunk in chunks:
-        if b"\n" not in chunk:
-            tail.append(chunk)
-            held += len(chunk)
+    lines = ChunkLines(chunks, MAX_LINE_BYTES, too_long)
+    for offset, record in lines:
+        why = _unchecked(record)
+        if why is not None:
+            raise CorruptState(path, offset, why)
+        seq_only = _covered_seq(record, after_seq)
+        if seq_only is None:
+            decoded = _decode_checked(record, "entry")
+            if isinstance(decoded, str):
+                raise CorruptState(path, offset, decoded)
+            seq, body = decoded
         else:
-            data = b"".join((*tail, chunk))
-            pos = 0
-            while (end := data.find(b"\n", pos)) >= 0:
-                offset = start + pos
-                if end + 1 - pos > MAX_LINE_BYTES:
-                    raise CorruptState(path, offset, "a record longer than any this store writes")
-                record = data[pos:end]
-                why = _unchecked(record)
-                if why is not None:
-                    raise CorruptState(path, offset, why)
-                seq_only = _covered_seq(record, after_seq)
-                if seq_only is None:
-                    decoded = _decode_checked(record, "entry")
-                    if isinstance(decoded, str):
-                        raise CorruptState(path, offset, decoded)
-                    seq, body = decoded
-                else:
-                    seq, body = seq_only, {}
-                if last is not None and seq != last + 1:
-                    why = f"entry seq {seq} does not follow seq {last} in the same segment"
-                    raise CorruptState(path, offset, why)
-                if first is None:
-                    first = seq
-                last = seq
-                records += 1
-                if seq > after_seq:
-                    sink.append(Entry(seq, body))
-                pos = end + 1
-            start += pos
-            tail = [data[pos:]]
-            held = len(data) - pos
-        if held >= MAX_LINE_BYTES:  # even a newline next would not make it a line the store writes
-            raise CorruptState(path, start, "a record longer than any this store writes")
+            seq, body = seq_only, {}
+        if last is not None and seq != last + 1:
+            why = f"entry seq {seq} does not follow seq {last} in the same segment"
+            raise CorruptState(path, offset, why)
+        if first is None:
+            first = seq
+        last = seq
+        records += 1
+        if seq > after_seq:
+            sink.append(Entry(seq, body))
+    start, rest = lines.end, lines.rest
     torn: int | None = None
-    if held:
-        hidden = _hidden_record_end(b"".join(tail))
+    if rest:
+        hidden = _hidden_record_end(rest)
         if hidden is not None:
             raise CorruptState(
                 path, start + hidden, "bytes after a complete final record where its newline belongs"
             )
         torn = start
-    return SegmentInfo(path.name, number, start + held, first, last, records, torn)
+    return SegmentInfo(path.name, number, start + len(rest), first, last, records, torn)
 
 
 def _joined(

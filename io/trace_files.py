@@ -14,7 +14,7 @@ from typing import Final
 import attrs
 
 from harness.core.bounded_json import JsonRefused, parse_json
-from harness.io.fileops import FileOps, UnfitFile
+from harness.io.fileops import ChunkLines, FileOps, UnfitFile
 
 TRACES_DIR: Final = "traces"
 _FILE_RE: Final = re.compile(r"trace-(\d{12})\.ndjson")
@@ -127,30 +127,14 @@ def read_trace(
 def _file_lines(
     file: Path, chunks: Iterable[bytes], keep: Callable[[bytes], bool] | None
 ) -> Iterator[TraceLine]:
-    """The complete lines of one file read as `chunks`. Only the bytes after the last newline are kept
-    between chunks (joined once a newline comes, so short reads cost no more)."""
-    start = 0  # the file's offset of the first byte after the last newline
-    tail: list[bytes] = []  # the file's bytes from `start`, as read: no newline among them
-    held = 0  # their length
-    for chunk in chunks:
-        if b"\n" not in chunk:
-            tail.append(chunk)
-            held += len(chunk)
-        else:
-            data = b"".join((*tail, chunk))
-            position = 0
-            while (end := data.find(b"\n", position)) >= 0:
-                if end + 1 - position > MAX_LINE_BYTES:
-                    raise TraceDamaged(file, start + position, _TOO_LONG)
-                raw = data[position:end]
-                if keep is None or keep(raw):
-                    yield decode_line(file, start + position, raw)
-                position = end + 1
-            start += position
-            tail = [data[position:]]
-            held = len(data) - position
-        if held >= MAX_LINE_BYTES:  # even a newline next would make a line no writer writes
-            raise TraceDamaged(file, start, _TOO_LONG)
+    """The complete lines of one file read as `chunks`, one held at a time."""
+
+    def too_long(offset: int) -> TraceDamaged:
+        return TraceDamaged(file, offset, _TOO_LONG)
+
+    for offset, raw in ChunkLines(chunks, MAX_LINE_BYTES, too_long):
+        if keep is None or keep(raw):
+            yield decode_line(file, offset, raw)
 
 
 # --- querying -----------------------------------------------------------------------------------------------
