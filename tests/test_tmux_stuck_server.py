@@ -58,10 +58,12 @@ def entry(agent_id: str, socket: str, pane: str) -> AgentEntry:
 
 async def test_a_command_to_a_stopped_server_ends_at_its_deadline() -> None:
     with server() as (socket, pane, pid):
-        runner = ProcessRunner(socket, deadline=1.0)
+        runner = ProcessRunner(socket)  # the default deadline while the server answers (a loaded machine)
         assert await runner.run("display-message", "-p", "-t", pane, "#{pane_id}") == [pane]
+        runner.deadline = 1.0
         with stopped(pid), trio.fail_after(WAIT), pytest.raises(TmuxError, match="did not answer"):
             await runner.run("display-message", "-p", "-t", pane, "#{pane_id}")
+        runner.deadline = ProcessRunner(socket).deadline
         assert await runner.run("display-message", "-p", "-t", pane, "#{pane_id}") == [pane]
 
 
@@ -69,11 +71,13 @@ async def test_a_control_client_of_a_stopped_server_is_uncertain_and_comes_back(
     """A command sent to a server that then does not answer may have run: TmuxLost (a paste is never
     repeated), the client is closed, and the next command opens a fresh one."""
     with server() as (socket, pane, pid):
-        runner = ControlRunner(socket, deadline=1.0)
+        runner = ControlRunner(socket)  # the default deadline while the server answers
         try:
             assert await runner.run("display-message", "-p", "-t", pane, "#{pane_id}") == [pane]
+            runner.deadline = 1.0
             with stopped(pid), trio.fail_after(WAIT), pytest.raises(TmuxLost, match="did not answer"):
                 await runner.run("display-message", "-p", "-t", pane, "#{pane_id}")
+            runner.deadline = ControlRunner(socket).deadline
             with trio.fail_after(WAIT):
                 assert await runner.run("display-message", "-p", "-t", pane, "#{pane_id}") == [pane]
         finally:
